@@ -1,0 +1,232 @@
+// The `vspyre` command. Exit codes: 0 success, 1 bad input (one clear line on stderr), 2 internal error.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <systemc>
+
+#include "models/card.h"
+#include "models/probes.h"
+#include "sim/engine/error.h"
+#include "sim/engine/log.h"
+#include "sim/engine/simulation.h"
+
+namespace vspyre {
+namespace {
+
+const char* kUsage =
+    "usage: vspyre <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  describe   list every component type and parameter (unit, default, provenance, description)\n"
+    "  probe      the card's own bandwidth and throughput tests: memory | ring | pcie | pt\n"
+    "\n"
+    "  vspyre --version          print the version\n"
+    "  vspyre <command> --help   options of one command\n";
+
+const char* kDescribeHelp =
+    "usage: vspyre describe [--config FILE] [-p key.path=value ...] [--json]\n"
+    "\n"
+    "Lists every registered component type and every parameter the code reads, with its unit kind,\n"
+    "default, provenance (datasheet, measured, derived, estimate) and description. With --config,\n"
+    "also the value the config gives and where it comes from.\n";
+
+const char* kProbeHelp =
+    "usage: vspyre probe memory|ring|pcie|pt [--config FILE] [-p key.path=value ...] [--json]\n"
+    "                    [--out DIR] [--trace FILE] [--debug FLAGS]\n"
+    "\n"
+    "  memory  one-direction read, one-direction write and balanced copy, from 1, 2, 4, ... cores\n"
+    "  ring    neighbour and farthest-core transfers, one flow and all cores at once\n"
+    "  pcie    host-to-device and device-to-host for sizes from 4 KiB to 1 GiB\n"
+    "  pt      a large fp16 matmul tile on one core\n"
+    "\n"
+    "Without --config the default card (configs/spyre.yaml, or $VSPYRE_CONFIG) is used.\n";
+
+struct Args {
+  std::string command;
+  std::vector<std::string> positional;
+  SimOptions sim;
+  bool config_given = false;
+  bool json = false;
+  bool help = false;
+  std::string out_dir, trace_file, debug;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto need = [&](const char* what) -> std::string {
+      if (i + 1 >= argc) throw InputError(s + ": expects " + what);
+      return argv[++i];
+    };
+    if (s == "--help" || s == "-h") a.help = true;
+    else if (s == "--version") a.command = a.command.empty() ? "--version" : a.command;
+    else if (s == "--config" || s == "-c") {
+      a.sim.config_file = need("a config file");
+      a.config_given = true;
+    } else if (s == "-p") a.sim.overrides.push_back(need("key.path=value"));
+    else if (s.rfind("-p", 0) == 0 && s.size() > 2 && s.find('=') != std::string::npos) a.sim.overrides.push_back(s.substr(2));
+    else if (s == "--json") a.json = true;
+    else if (s == "--out") a.out_dir = need("a directory");
+    else if (s == "--trace") a.trace_file = need("a file name");
+    else if (s == "--debug") a.debug = need("a comma-separated list of debug flags");
+    else if (!s.empty() && s[0] == '-') throw InputError("unknown option '" + s + "' (see --help)");
+    else if (a.command.empty()) a.command = s;
+    else a.positional.push_back(s);
+  }
+  return a;
+}
+
+void enable_debug(const std::string& list) {
+  auto unknown = DebugFlag::enable(list);
+  if (!unknown.empty()) {
+    std::string known;
+    for (auto* f : DebugFlag::all()) known += std::string(known.empty() ? "" : ", ") + f->name();
+    throw InputError("--debug: unknown flag '" + unknown.front() + "' (flags: " + known + ", all)");
+  }
+}
+
+std::string value_or(const ParamSpec& s) { return s.value_text ? *s.value_text : s.default_text; }
+
+int cmd_describe(const Args& a) {
+  if (a.help) {
+    std::fputs(kDescribeHelp, stdout);
+    return 0;
+  }
+  Simulation sim(resolve_config(a.sim));
+  // One entry per type: the first instance built. Types the card does not use are built alone.
+  std::map<std::string, const Component*> seen;
+  for (const Component* c : sim.components()) seen.emplace(c->type_name(), c);
+  std::vector<std::unique_ptr<Component>> extra;
+  for (const auto& name : Registry::instance().names()) {
+    if (seen.count(name)) continue;
+    BuildContext ctx{sim, nullptr, name, "describe_" + name, -1};
+    extra.push_back(Registry::instance().find(name)->make(("describe_" + name).c_str(), ctx));
+    seen.emplace(name, extra.back().get());
+  }
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& [name, comp] : seen) {
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto& s : comp->params().all_specs()) {
+      nlohmann::json p{{"name", s.path},
+                       {"kind", param_kind_name(s.kind)},
+                       {"default", s.default_text},
+                       {"provenance", provenance_name(s.provenance)},
+                       {"description", s.description}};
+      if (!s.source.empty()) p["source"] = s.source;
+      if (!s.choices.empty()) p["choices"] = s.choices;
+      if (a.config_given) {
+        p["value"] = value_or(s);
+        if (s.value_provenance) p["value_provenance"] = provenance_name(*s.value_provenance);
+        if (!s.value_source.empty()) p["value_source"] = s.value_source;
+      }
+      params.push_back(p);
+    }
+    j.push_back({{"type", name}, {"description", Registry::instance().find(name)->description}, {"example_path", comp->path()},
+                 {"parameters", params}});
+  }
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << version_string() << "\n";
+  if (a.config_given) std::cout << "config: " << a.sim.config_file << "\n";
+  for (const auto& t : j) {
+    std::cout << "\n" << t["type"].get<std::string>() << ": " << t["description"].get<std::string>() << "\n";
+    std::printf("  %-22s %-10s %-12s %-10s %s\n", "parameter", "kind", a.config_given ? "value" : "default", "provenance",
+                "description");
+    for (const auto& p : t["parameters"]) {
+      const std::string shown = a.config_given ? p["value"].get<std::string>() : p["default"].get<std::string>();
+      const std::string prov = p.contains("value_provenance") ? p["value_provenance"].get<std::string>()
+                                                               : p["provenance"].get<std::string>();
+      std::string desc = p["description"].get<std::string>();
+      if (p.contains("source")) desc += " [" + p["source"].get<std::string>() + "]";
+      if (a.config_given && shown != p["default"].get<std::string>()) desc += " (default " + p["default"].get<std::string>() + ")";
+      std::printf("  %-22s %-10s %-12s %-10s %s\n", p["name"].get<std::string>().c_str(), p["kind"].get<std::string>().c_str(),
+                  shown.c_str(), prov.c_str(), desc.c_str());
+    }
+  }
+  return 0;
+}
+
+int cmd_probe(Args a) {
+  if (a.help) {
+    std::fputs(kProbeHelp, stdout);
+    return 0;
+  }
+  if (a.positional.size() != 1) throw InputError("probe: name one probe: memory, ring, pcie or pt (see --help)");
+  const std::string which = a.positional[0];
+  static const std::set<std::string> probes{"memory", "ring", "pcie", "pt"};
+  if (!probes.count(which)) {
+    std::string msg = "probe: unknown probe '" + which + "' (expected memory, ring, pcie or pt)";
+    if (auto s = did_you_mean(which, {"memory", "ring", "pcie", "pt"})) msg += "; did you mean '" + *s + "'?";
+    throw InputError(msg);
+  }
+  if (!a.config_given) a.sim.config_file = default_config_path();
+  Simulation sim(resolve_config(a.sim), !a.trace_file.empty() || !a.out_dir.empty());
+  Card& card = sim.top_as<Card>();
+  nlohmann::json r;
+  if (which == "memory") r = probe_memory(card);
+  else if (which == "ring") r = probe_ring(card);
+  else if (which == "pcie") r = probe_pcie(card);
+  else r = probe_pt(card);
+  r["probe"] = which;
+  r["config"] = a.sim.config_file;
+  if (!a.out_dir.empty()) sim.write_outputs(a.out_dir, {{"probe", r}});
+  if (!a.trace_file.empty()) sim.trace()->write(a.trace_file);
+  if (a.json) std::cout << r.dump(2) << "\n";
+  else {
+    std::cout << "probe " << which << " on " << a.sim.config_file << "\n";
+    print_probe(which, r);
+  }
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  Args a = parse_args(argc, argv);
+  if (!a.debug.empty()) enable_debug(a.debug);
+  if (const char* env = std::getenv("VSPYRE_DEBUG"); env && *env) enable_debug(env);
+  if (a.command == "--version") {
+    std::cout << version_string() << "\n";
+    return 0;
+  }
+  if (a.command.empty()) {
+    std::fputs(kUsage, a.help ? stdout : stderr);
+    return a.help ? 0 : 1;
+  }
+  if (a.command == "describe") return cmd_describe(a);
+  if (a.command == "probe") return cmd_probe(a);
+  std::string msg = "unknown command '" + a.command + "' (commands: describe, probe; see --help)";
+  if (auto s = did_you_mean(a.command, {"describe", "probe"})) msg += "; did you mean '" + *s + "'?";
+  throw InputError(msg);
+}
+
+}  // namespace
+}  // namespace vspyre
+
+int sc_main(int argc, char** argv) {
+  // SystemC's own warnings go to stderr; keep its report handler from calling abort on errors.
+  sc_core::sc_report_handler::set_actions(sc_core::SC_ERROR, sc_core::SC_THROW);
+  try {
+    return vspyre::run(argc, argv);
+  } catch (const vspyre::InputError& e) {
+    std::fprintf(stderr, "vspyre: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vspyre: internal error: %s\n", e.what());
+    return 2;
+  }
+}
+
+// SystemC prints a banner on stdout when its kernel starts, which would corrupt --json output;
+// our own main() switches it off before handing over to SystemC, which then calls sc_main.
+int main(int argc, char** argv) {
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+  return sc_core::sc_elab_and_sim(argc, argv);
+}

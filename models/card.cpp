@@ -1,0 +1,64 @@
+#include "models/card.h"
+
+#include "sim/engine/simulation.h"
+
+namespace vspyre {
+
+Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
+    : Component(name, ctx),
+      host_port("host_port"),
+      m_runs(stats().scalar("runs", "runs", "programs run on the card")),
+      m_run_ps(stats().scalar("run_ps", "ps", "simulated time spent running programs")) {
+  m_cores = build_children<Core>("core", "Core", 32);
+  m_ring = build_child<Ring>("ring", "Ring");
+  m_memory = build_child<Lpddr5>("memory", "Lpddr5");
+  m_host = build_child<PcieLink>("host_link", "PcieLink");
+  connect({"core_*.mem -> memory.port", "core_*.ring -> ring.port"});
+  host_port.bind(m_host->port);
+  // run() advances time to the last operation's end even when nothing is scheduled; that is intended.
+  sc_core::sc_report_handler::set_actions(sc_core::SC_ID_NO_SC_START_ACTIVITY_, sc_core::SC_DO_NOTHING);
+  m_ring->set_stations(static_cast<uint32_t>(m_cores.size()));
+  stats().formula("cores", [this] { return static_cast<double>(m_cores.size()); }, "cores", "cores on the card");
+  tlm_utils::tlm_quantumkeeper::set_global_quantum(sc_core::sc_time(ctx.sim.quantum_ps(), sc_core::SC_PS));
+}
+
+double Card::now_ps() const { return sc_core::sc_time_stamp().to_seconds() * 1e12; }
+
+double Card::host_transfer(bool to_device, uint64_t bytes, double t_ps) {
+  tlm::tlm_generic_payload trans;
+  trans.set_command(to_device ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
+  trans.set_data_length(static_cast<unsigned>(std::min<uint64_t>(bytes, UINT32_MAX)));
+  trans.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+  const double base = now_ps();
+  sc_core::sc_time delay(std::max(0.0, t_ps - base), sc_core::SC_PS);
+  host_port->b_transport(trans, delay);
+  return base + delay.to_seconds() * 1e12;
+}
+
+double Card::run(std::vector<std::vector<CoreOp>> programs) {
+  if (programs.size() > m_cores.size())
+    throw InputError(path() + ": a plan for " + std::to_string(programs.size()) + " cores does not fit a card of " +
+                     std::to_string(m_cores.size()) + " cores");
+  const double start = now_ps();
+  for (size_t i = 0; i < m_cores.size(); ++i)
+    m_cores[i]->load(i < programs.size() ? std::move(programs[i]) : std::vector<CoreOp>{}, start);
+  for (Core* c : m_cores) c->go().notify(sc_core::SC_ZERO_TIME);
+  sc_core::sc_start();
+  double end = start;
+  for (Core* c : m_cores) {
+    if (!c->finished())
+      throw std::logic_error(c->path() + ": program did not finish (simulation starved)");
+    end = std::max(end, c->finish_ps());
+  }
+  // Let simulated time catch up with the last operation, so the next run starts after it.
+  if (end > now_ps()) {
+    sc_core::sc_start(sc_core::sc_time(end - now_ps(), sc_core::SC_PS));
+  }
+  ++m_runs;
+  m_run_ps += end - start;
+  return end - start;
+}
+
+VSPYRE_REGISTER_COMPONENT(Card, "Card", "the Spyre card: cores on a ring, LPDDR5, PCIe host link")
+
+}  // namespace vspyre

@@ -1,0 +1,46 @@
+// The card: cores on a ring, LPDDR5 device memory, a PCIe host link. Composed from the config;
+// the default composition is the Spyre card of hardware.md.
+#pragma once
+#include <vector>
+
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include "models/core.h"
+#include "models/lpddr5.h"
+#include "models/pcie.h"
+#include "models/ring.h"
+#include "sim/engine/component.h"
+
+namespace vspyre {
+
+class Card : public Component {
+ public:
+  Card(const sc_core::sc_module_name& name, BuildContext& ctx);
+
+  const std::vector<Core*>& cores() const { return m_cores; }
+  Core& core(uint32_t i) { return *m_cores.at(i); }
+  Ring& ring() { return *m_ring; }
+  Lpddr5& memory() { return *m_memory; }
+  PcieLink& host_link() { return *m_host; }
+
+  // Runs one program per core (an empty program leaves a core idle), all starting now, and
+  // returns the time from start to the last operation's end, in ps. May be called repeatedly:
+  // simulated time and the state of every resource carry over between calls.
+  double run(std::vector<std::vector<CoreOp>> programs);
+  double now_ps() const;
+  // Host side of the PCIe link: a write is host-to-device, a read device-to-host. Returns the
+  // completion time of a transfer issued at t_ps.
+  double host_transfer(bool to_device, uint64_t bytes, double t_ps);
+
+  tlm_utils::simple_initiator_socket<Card> host_port;
+
+ private:
+  std::vector<Core*> m_cores;
+  Ring* m_ring;
+  Lpddr5* m_memory;
+  PcieLink* m_host;
+  Scalar& m_runs;
+  Scalar& m_run_ps;
+};
+
+}  // namespace vspyre

@@ -1,0 +1,245 @@
+#include "models/core.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "sim/engine/log.h"
+#include "sim/engine/simulation.h"
+
+namespace vspyre {
+namespace {
+DebugFlag g_dbg("core", "every operation a core starts and ends");
+
+double now_ps() { return sc_core::sc_time_stamp().to_seconds() * 1e12; }
+}  // namespace
+
+const char* engine_name(Engine e) {
+  switch (e) {
+    case Engine::Load: return "dma_load";
+    case Engine::Store: return "dma_store";
+    case Engine::Pt: return "pt";
+    case Engine::Sfp: return "sfp";
+    case Engine::Ring: return "ring";
+  }
+  return "?";
+}
+
+Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
+    : Component(name, ctx),
+      mem("mem"),
+      ring("ring"),
+      m_bytes_in(stats().scalar("bytes_in", "B", "bytes loaded from device memory into LX")),
+      m_bytes_out(stats().scalar("bytes_out", "B", "bytes stored from LX to device memory")),
+      m_ring_bytes(stats().scalar("ring_bytes", "B", "bytes sent over the ring")),
+      m_macs(stats().scalar("macs", "MAC", "multiply-accumulates on the PT arrays")) {
+  ParamReader& p = params();
+  m_clock_hz = p.get_frequency("clock", "1.5GHz",
+                               {"core clock", Provenance::Derived,
+                                "98.304 TFLOPS / (32 x 2 x 64 PEs x 8 SIMD x 2 FLOP); not confirmed by IBM"});
+  m_corelets = static_cast<uint32_t>(p.get_int("corelets", 2, {"corelets per core, sharing LX", Provenance::Datasheet}, 1, 16));
+  ParamReader& lx = p.group("lx", "LX scratchpad");
+  m_lx_size = lx.get_size("size", "2MiB", {"LX scratchpad SRAM per core", Provenance::Datasheet, "IBM"});
+  m_lx_reserved = lx.get_size("reserved", "64KiB", {"LX held back for program and debug", Provenance::Measured,
+                                                    "torch-spyre scratchpad planning"});
+  ParamReader& pt = p.group("pt", "PT matmul array, per corelet");
+  m_pt_rows = static_cast<uint32_t>(pt.get_int("rows", 8, {"PE rows", Provenance::Datasheet}, 1, 256));
+  m_pt_cols = static_cast<uint32_t>(pt.get_int("cols", 8, {"PE columns", Provenance::Datasheet}, 1, 256));
+  m_pt_simd = static_cast<uint32_t>(pt.get_int("simd", 8, {"fp16 SIMD ways per PE (2x for 8-bit, 4x for int4)", Provenance::Derived}, 1, 64));
+  m_pt_pass_k = static_cast<uint32_t>(pt.get_int(
+      "pass_depth", 64, {"reduction depth one pass accumulates before the array drains", Provenance::Estimate}, 1, 1 << 20));
+  m_pt_overhead = static_cast<uint32_t>(pt.get_int(
+      "pass_overhead", 6,
+      {"cycles per pass beyond the rows+cols systolic fill/drain (operand fetch, writeback)", Provenance::Estimate,
+       "calibrated: sustained 1140 MAC/ns/core (torch-spyre cost model)"}, 0, 1 << 20));
+  ParamReader& sfp = p.group("sfp", "SFP vector unit, per corelet");
+  m_sfp_lanes = static_cast<uint32_t>(sfp.get_int("lanes", 64, {"fp16 lanes", Provenance::Estimate, "hardware.md"}, 1, 4096));
+  m_sfp_startup = static_cast<uint32_t>(sfp.get_int("startup", 16, {"pipeline startup cycles per operation", Provenance::Estimate}, 0, 1 << 20));
+  ParamReader& dma = p.group("dma", "DMA engines between device memory and LX");
+  m_dma_outstanding = static_cast<uint32_t>(dma.get_int(
+      "outstanding", 4, {"requests each DMA engine keeps in flight", Provenance::Estimate,
+                         "calibrated: one core sustains 16-43 GB/s (measured.md 6d)"}, 1, 1024));
+  m_dma_request = dma.get_size("request_size", "2KiB", {"bytes per DMA request (whole sticks)", Provenance::Estimate});
+  m_dma_issue_ps = dma.get_time("issue_interval", "4cycles", {"minimum time between request issues", Provenance::Estimate}).to_ps(m_clock_hz);
+  if (m_dma_request == 0 || m_dma_request % kStickBytes)
+    throw ConfigError(SourceLoc{path()}, path() + ".dma.request_size: must be a positive multiple of 128B");
+  if (m_lx_reserved >= m_lx_size)
+    throw ConfigError(SourceLoc{path()}, path() + ".lx.reserved: must be smaller than lx.size");
+
+  for (int e = 0; e < kEngineCount; ++e) {
+    const std::string en = engine_name(static_cast<Engine>(e));
+    m_busy[e] = &stats().scalar(en + "_busy_ps", "ps", "time the " + en + " engine was busy");
+    m_ops[e] = &stats().scalar(en + "_ops", "ops", "operations run on the " + en + " engine");
+    if (tracing()) m_tracks[e] = trace()->track(std::string(basename()), en);
+  }
+  expose_initiator("mem", mem);
+  expose_initiator("ring", ring);
+  for (int e = 0; e < kEngineCount; ++e)
+    sc_core::sc_spawn([this, e] { engine_thread(static_cast<Engine>(e)); },
+                      sc_core::sc_gen_unique_name(engine_name(static_cast<Engine>(e))));
+}
+
+void Core::load(std::vector<CoreOp> program, double start_ps) {
+  for (uint32_t i = 0; i < program.size(); ++i)
+    for (uint32_t d : program[i].deps)
+      if (d >= i)
+        throw std::invalid_argument(path() + ": operation " + std::to_string(i) +
+                                    " depends on a later operation " + std::to_string(d));
+  m_program = std::move(program);
+  ++m_generation;
+  m_results.assign(m_program.size(), OpResult{});
+  m_done.assign(m_program.size(), 0);
+  m_remaining = m_program.size();
+  m_start_ps = start_ps;
+  m_finish_ps = start_ps;
+}
+
+void Core::check_lx(uint64_t bytes, const std::string& what) const {
+  if (bytes > lx_usable())
+    throw InputError(path() + ": LX overflow: " + what + " needs " + std::to_string(bytes) + " B but the core has " +
+                     std::to_string(lx_usable()) + " B usable (" + std::to_string(m_lx_size) + " B less " +
+                     std::to_string(m_lx_reserved) + " B reserved)");
+}
+
+double Core::peak_macs_per_ns(int bits) const {
+  const double ways = bits <= 4 ? 4.0 : bits <= 8 ? 2.0 : 1.0;
+  return m_corelets * m_pt_rows * m_pt_cols * m_pt_simd * ways * m_clock_hz / 1e9;
+}
+
+double Core::pt_time_ps(uint64_t m, uint64_t k, uint64_t n, int bits) const {
+  if (m == 0 || k == 0 || n == 0) return 0;
+  // Output-stationary: a block of rows x (cols x simd) outputs accumulates over k in passes of
+  // pass_depth; each pass pays the systolic skew (rows + cols) and a fixed overhead. The corelets
+  // share the output blocks.
+  const uint64_t ways = bits <= 4 ? 4 : bits <= 8 ? 2 : 1;
+  const uint64_t block_n = static_cast<uint64_t>(m_pt_cols) * m_pt_simd * ways;
+  const uint64_t blocks = ((m + m_pt_rows - 1) / m_pt_rows) * ((n + block_n - 1) / block_n);
+  const uint64_t full = k / m_pt_pass_k, rest = k % m_pt_pass_k;
+  const uint64_t skew = m_pt_rows + m_pt_cols + m_pt_overhead;
+  const uint64_t per_block = full * (m_pt_pass_k + skew) + (rest ? rest + skew : 0);
+  const uint64_t per_corelet = (blocks + m_corelets - 1) / m_corelets;
+  return static_cast<double>(per_corelet * per_block) * 1e12 / m_clock_hz;
+}
+
+double Core::sfp_time_ps(uint64_t elements, double cycles_per_element) const {
+  if (elements == 0) return 0;
+  const double lanes = static_cast<double>(m_sfp_lanes) * m_corelets;
+  const double cycles = std::ceil(static_cast<double>(elements) / lanes) * cycles_per_element + m_sfp_startup;
+  return cycles * 1e12 / m_clock_hz;
+}
+
+void Core::finish_op(uint32_t i, double start, double end) {
+  const CoreOp& op = m_program[i];
+  const int e = static_cast<int>(op.engine);
+  m_results[i] = {start, end};
+  m_done[i] = 1;
+  *m_busy[e] += end - start;
+  ++*m_ops[e];
+  m_finish_ps = std::max(m_finish_ps, end);
+  --m_remaining;
+  if (tracing()) trace()->complete(m_tracks[e], op.name.empty() ? engine_name(op.engine) : op.name, start, end - start);
+  VSPYRE_DEBUG(g_dbg, start, "%s op %u %s ends %.1f ns", path().c_str(), i, engine_name(op.engine), end / 1e3);
+  m_op_done.notify();
+}
+
+namespace {
+// Temporal decoupling: a thread may run ahead of simulated time by up to the global quantum.
+void sync_if_ahead(double t_ps) {
+  const double now = now_ps();
+  if (t_ps - now > tlm_utils::tlm_quantumkeeper::get_global_quantum().to_seconds() * 1e12)
+    sc_core::wait(sc_core::sc_time(t_ps - now, sc_core::SC_PS));
+}
+}  // namespace
+
+double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper&) {
+  const uint64_t req = m_dma_request;
+  const uint64_t n = (op.bytes + req - 1) / req;
+  std::vector<double> window(m_dma_outstanding, t);
+  double next_issue = t, last = t;
+  tlm::tlm_generic_payload trans;
+  TransferExt ext;
+  ext.src = id();
+  trans.set_extension(&ext);
+  for (uint64_t i = 0; i < n; ++i) {
+    // A request leaves when an outstanding slot has come back and the issue port is free.
+    const double issue = std::max(next_issue, window[i % m_dma_outstanding]);
+    next_issue = issue + m_dma_issue_ps;
+    sync_if_ahead(issue);
+    const uint64_t len = std::min(req, op.bytes - i * req);
+    trans.set_command(is_write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
+    trans.set_address(op.addr + i * req);
+    trans.set_data_ptr(nullptr);
+    trans.set_data_length(static_cast<unsigned>(len));
+    trans.set_streaming_width(static_cast<unsigned>(len));
+    trans.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    const double base = now_ps();
+    sc_core::sc_time delay(issue - base, sc_core::SC_PS);
+    mem->b_transport(trans, delay);
+    if (trans.is_response_error()) {
+      trans.clear_extension(&ext);
+      throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " at 0x" +
+                       [&] { char b[32]; std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(op.addr + i * req)); return std::string(b); }() +
+                       " of " + std::to_string(len) + " B failed: " + trans.get_response_string());
+    }
+    const double done = base + delay.to_seconds() * 1e12;
+    window[i % m_dma_outstanding] = done;
+    last = std::max(last, done);
+  }
+  trans.clear_extension(&ext);
+  (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes);
+  return last;
+}
+
+double Core::run_ring(const CoreOp& op, double t, tlm_utils::tlm_quantumkeeper&) {
+  sync_if_ahead(t);
+  tlm::tlm_generic_payload trans;
+  TransferExt ext;
+  ext.src = id();
+  ext.dst = op.dst;
+  trans.set_extension(&ext);
+  trans.set_command(tlm::TLM_WRITE_COMMAND);
+  trans.set_data_length(static_cast<unsigned>(std::min<uint64_t>(op.bytes, UINT32_MAX)));
+  const double base = now_ps();
+  sc_core::sc_time delay(t - base, sc_core::SC_PS);
+  ring->b_transport(trans, delay);
+  trans.clear_extension(&ext);
+  m_ring_bytes += static_cast<double>(op.bytes);
+  return base + delay.to_seconds() * 1e12;
+}
+
+void Core::engine_thread(Engine e) {
+  tlm_utils::tlm_quantumkeeper qk;
+  uint64_t seen = 0;
+  for (;;) {
+    while (seen == m_generation) sc_core::wait(m_go);
+    seen = m_generation;
+    double t = std::max(m_start_ps, now_ps());
+    for (uint32_t i = 0; i < m_program.size(); ++i) {
+      const CoreOp& op = m_program[i];
+      if (op.engine != e) continue;
+      for (uint32_t d : op.deps) {
+        while (!m_done[d]) sc_core::wait(m_op_done);
+        t = std::max(t, m_results[d].end_ps);
+      }
+      const double start = t;
+      double end = start + op.extra_ps;
+      switch (e) {
+        case Engine::Load: end = run_dma(op, false, end, qk); break;
+        case Engine::Store: end = run_dma(op, true, end, qk); break;
+        case Engine::Pt:
+          end += pt_time_ps(op.m, op.k, op.n, op.bits);
+          m_macs += static_cast<double>(op.m) * static_cast<double>(op.k) * static_cast<double>(op.n);
+          break;
+        case Engine::Sfp: end += sfp_time_ps(op.elements, op.cycles_per_element); break;
+        case Engine::Ring: end = run_ring(op, end, qk); break;
+      }
+      finish_op(i, start, end);
+      t = end;
+      sync_if_ahead(t);
+    }
+  }
+}
+
+VSPYRE_REGISTER_COMPONENT(Core, "Core", "Spyre core: 2 corelets (PT array + SFP), LX scratchpad, DMA engines")
+
+}  // namespace vspyre

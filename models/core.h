@@ -1,0 +1,106 @@
+// One Spyre core: two corelets (each an 8x8 PT array with 8-way fp16 SIMD and an SFP vector
+// unit), a 2 MiB LX scratchpad, DMA engines to device memory and a port onto the ring.
+//
+// A core runs a program: a list of operations, each on one engine (load DMA, store DMA, PT, SFP,
+// ring), each waiting for the operations it depends on. Engines run concurrently, so double
+// buffering is just a dependency pattern. Time per operation comes from the engine's mechanics:
+// DMA keeps a bounded number of requests outstanding (which is what stops one core from
+// saturating device memory), the PT array pays fill and drain per pass, the SFP streams lanes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <tlm_utils/simple_initiator_socket.h>
+#include <tlm_utils/tlm_quantumkeeper.h>
+
+#include "models/transfer.h"
+#include "sim/engine/component.h"
+
+namespace vspyre {
+
+enum class Engine : uint8_t { Load, Store, Pt, Sfp, Ring };
+inline constexpr int kEngineCount = 5;
+const char* engine_name(Engine e);
+
+struct CoreOp {
+  Engine engine = Engine::Load;
+  std::string name;
+  // Load / Store: device-memory address and bytes. Ring: destination core and bytes.
+  uint64_t addr = 0;
+  uint64_t bytes = 0;
+  CoreId dst{0};
+  // Pt: an (m x k) @ (k x n) product with elements of `bits` bits.
+  uint64_t m = 0, k = 0, n = 0;
+  int bits = 16;
+  // Sfp: elements processed and cycles each costs per lane.
+  uint64_t elements = 0;
+  double cycles_per_element = 1.0;
+  // Fixed extra time, for operations whose cost is known outright (barriers, launch).
+  double extra_ps = 0;
+  std::vector<uint32_t> deps;  // indices of earlier operations in the same program
+};
+
+struct OpResult {
+  double start_ps = 0, end_ps = 0;
+};
+
+class Core : public Component {
+ public:
+  Core(const sc_core::sc_module_name& name, BuildContext& ctx);
+
+  tlm_utils::simple_initiator_socket<Core> mem;   // to device memory
+  tlm_utils::simple_initiator_socket<Core> ring;  // to the ring
+
+  CoreId id() const { return CoreId{static_cast<uint32_t>(index() < 0 ? 0 : index())}; }
+  // Loads a program to run from `start_ps`; Card::run starts every core together.
+  void load(std::vector<CoreOp> program, double start_ps);
+  bool finished() const { return m_remaining == 0; }
+  const std::vector<OpResult>& results() const { return m_results; }
+  double finish_ps() const { return m_finish_ps; }
+  sc_core::sc_event& go() { return m_go; }
+
+  // Cost models, exposed for tests and planners: time of one operation alone on an idle core.
+  double pt_time_ps(uint64_t m, uint64_t k, uint64_t n, int bits) const;
+  double sfp_time_ps(uint64_t elements, double cycles_per_element) const;
+  double peak_macs_per_ns(int bits = 16) const;
+  double clock_hz() const { return m_clock_hz; }
+
+  uint64_t lx_size() const { return m_lx_size; }
+  uint64_t lx_usable() const { return m_lx_size - m_lx_reserved; }
+  // Throws InputError naming the core and the sizes when `bytes` does not fit in LX.
+  void check_lx(uint64_t bytes, const std::string& what) const;
+
+  double busy_ps(Engine e) const { return m_busy[static_cast<int>(e)]->value(); }
+
+ private:
+  void engine_thread(Engine e);
+  double run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper& qk);
+  double run_ring(const CoreOp& op, double t, tlm_utils::tlm_quantumkeeper& qk);
+  void finish_op(uint32_t i, double start, double end);
+
+  double m_clock_hz;
+  uint64_t m_lx_size, m_lx_reserved;
+  uint32_t m_corelets, m_pt_rows, m_pt_cols, m_pt_simd, m_pt_pass_k, m_pt_overhead;
+  uint32_t m_sfp_lanes, m_sfp_startup;
+  uint32_t m_dma_outstanding;
+  uint64_t m_dma_request;
+  double m_dma_issue_ps;
+
+  std::vector<CoreOp> m_program;
+  std::vector<OpResult> m_results;
+  std::vector<char> m_done;
+  size_t m_remaining = 0;
+  uint64_t m_generation = 0;  // bumped per load(), so an engine never misses a start
+  double m_start_ps = 0, m_finish_ps = 0;
+  sc_core::sc_event m_go, m_op_done;
+  Scalar* m_busy[kEngineCount];
+  Scalar* m_ops[kEngineCount];
+  Scalar& m_bytes_in;
+  Scalar& m_bytes_out;
+  Scalar& m_ring_bytes;
+  Scalar& m_macs;
+  TraceWriter::TrackId m_tracks[kEngineCount] = {};
+};
+
+}  // namespace vspyre

@@ -1,0 +1,50 @@
+// The bidirectional ring joining the cores: each direction is a chain of links, one per hop,
+// `width` bytes per ring cycle each. A transfer takes the shorter direction (clockwise on a tie),
+// flows cut-through over its hops, and shares each link with every other flow that uses it
+// (busy-until per link). The reduce-sum ring adds a fixed combine cost per partial-sum step.
+#pragma once
+#include <vector>
+
+#include <tlm_utils/multi_passthrough_target_socket.h>
+
+#include "models/transfer.h"
+#include "sim/engine/component.h"
+
+namespace vspyre {
+
+class Ring : public Component {
+ public:
+  Ring(const sc_core::sc_module_name& name, BuildContext& ctx);
+
+  tlm_utils::multi_passthrough_target_socket<Ring> port;
+
+  // Number of stations; the card sets it to its core count before simulation starts.
+  void set_stations(uint32_t n);
+  uint32_t stations() const { return m_stations; }
+  // When the last byte of `bytes` sent from src at t_ps arrives at dst. Advances link state.
+  double transfer(CoreId src, CoreId dst, uint64_t bytes, double t_ps);
+  // A partial-sum combine over the reduce ring among `cores` participants.
+  double reduce(uint32_t cores, uint64_t bytes, double t_ps);
+  double link_bandwidth() const { return m_width / m_cycle_ps * 1e12; }
+  int hops(CoreId src, CoreId dst, bool* clockwise = nullptr) const;
+
+ private:
+  void b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
+
+  uint32_t m_stations = 0;
+  double m_width;      // bytes per cycle per link
+  double m_cycle_ps;
+  double m_hop_ps;
+  double m_inject_ps;  // per-transfer setup at the sending station
+  double m_combine_ps;
+  uint64_t m_segment;  // flows share a link at this granularity
+  std::vector<double> m_cw_free, m_ccw_free;  // link i joins station i and i+1
+  Scalar& m_transfers;
+  Scalar& m_bytes;
+  Scalar& m_hop_bytes;
+  Scalar& m_wait_ps;
+  Scalar& m_combines;
+  TraceWriter::TrackId m_track_cw = 0, m_track_ccw = 0;
+};
+
+}  // namespace vspyre

@@ -1,0 +1,149 @@
+#include "sim/bundle/bundle.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+namespace vspyre::bundle {
+namespace {
+
+constexpr uintmax_t k_max_file_bytes = 64ull << 20;
+
+void for_each_execute(const std::vector<Step>& steps, const std::function<void(const Execute&)>& f) {
+  for (const Step& s : steps) {
+    if (const auto* e = std::get_if<Execute>(&s.node)) {
+      f(*e);
+    } else {
+      for_each_execute(std::get<Loop>(s.node).body, f);
+    }
+  }
+}
+
+std::string at_line(const Bundle& b, int line) { return b.file + ":" + std::to_string(line); }
+
+// Each sdsc_execute must bind exactly the symbols its SDSC references.
+void check_symbols(const LoadedBundle& lb) {
+  for_each_execute(lb.bundle.steps, [&](const Execute& e) {
+    const Sdsc& s = lb.sdscs.at(e.sdsc_file);
+    std::set<int64_t> bound(e.symbol_ids.begin(), e.symbol_ids.end());
+    for (int64_t id : s.symbols)
+      if (!bound.count(id))
+        throw LoadError(at_line(lb.bundle, e.line) + ": symbol mismatch: " + quote(e.sdsc_file) +
+                        " uses symbol " + std::to_string(id) + " that sdsc_execute does not bind (" +
+                        std::to_string(e.symbol_ids.size()) + " bound, " +
+                        std::to_string(s.symbols.size()) + " used)");
+    for (int64_t id : e.symbol_ids)
+      if (!std::binary_search(s.symbols.begin(), s.symbols.end(), id))
+        throw LoadError(at_line(lb.bundle, e.line) + ": symbol mismatch: symbol " + std::to_string(id) +
+                        " is bound but " + quote(e.sdsc_file) + " never uses it (" +
+                        std::to_string(e.symbol_ids.size()) + " bound, " +
+                        std::to_string(s.symbols.size()) + " used)");
+  });
+}
+
+}  // namespace
+
+const Sdsc& LoadedBundle::sdsc(const std::string& file) const {
+  auto it = sdscs.find(file);
+  if (it == sdscs.end()) throw LoadError(bundle.file + ":1: no SDSC " + quote(file) + " loaded");
+  return it->second;
+}
+
+std::string read_text_file(const std::filesystem::path& p, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(p, ec))
+    throw LoadError(what + ": file " + quote(p.string()) + " not found");
+  auto size = std::filesystem::file_size(p, ec);
+  if (ec) throw LoadError(what + ": cannot stat " + quote(p.string()));
+  if (size > k_max_file_bytes)
+    throw LoadError(what + ": file " + quote(p.string()) + " is larger than " +
+                    std::to_string(k_max_file_bytes) + " bytes");
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw LoadError(what + ": cannot open " + quote(p.string()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+LoadedBundle load_bundle_from_memory(std::string_view mlir_text, std::string_view mlir_name,
+                                     const std::map<std::string, std::string>& sdsc_texts,
+                                     const CardLimits& limits) {
+  LoadedBundle lb;
+  lb.bundle = parse_bundle_mlir(mlir_text, mlir_name);
+  for_each_execute(lb.bundle.steps, [&](const Execute& e) {
+    if (lb.sdscs.count(e.sdsc_file)) return;
+    auto it = sdsc_texts.find(e.sdsc_file);
+    if (it == sdsc_texts.end())
+      throw LoadError(at_line(lb.bundle, e.line) + ": sdsc file " + quote(e.sdsc_file) + " not found");
+    lb.sdscs.emplace(e.sdsc_file, parse_sdsc_json(it->second, e.sdsc_file, limits));
+  });
+  check_symbols(lb);
+  return lb;
+}
+
+LoadedBundle load_bundle(const std::filesystem::path& path, const CardLimits& limits) {
+  std::error_code ec;
+  std::filesystem::path mlir = std::filesystem::is_directory(path, ec) ? path / "bundle.mlir" : path;
+  std::string name = mlir.filename().string();
+  std::string text = read_text_file(mlir, name);
+  LoadedBundle lb;
+  lb.dir = mlir.parent_path();
+  lb.bundle = parse_bundle_mlir(text, name);
+  for_each_execute(lb.bundle.steps, [&](const Execute& e) {
+    if (lb.sdscs.count(e.sdsc_file)) return;
+    std::filesystem::path p = lb.dir / e.sdsc_file;
+    if (!std::filesystem::is_regular_file(p, ec))
+      throw LoadError(at_line(lb.bundle, e.line) + ": sdsc file " + quote(e.sdsc_file) +
+                      " not found next to the bundle");
+    lb.sdscs.emplace(e.sdsc_file, parse_sdsc_json(read_text_file(p, e.sdsc_file), e.sdsc_file, limits));
+  });
+  check_symbols(lb);
+  return lb;
+}
+
+std::vector<ResolvedExecution> resolve(const LoadedBundle& lb, const Bindings& bindings,
+                                       const CardLimits& limits) {
+  std::vector<ResolvedExecution> out;
+  for (Execution& x : unroll(lb.bundle, bindings, limits)) {
+    ResolvedExecution r;
+    r.sdsc = &lb.sdsc(x.sdsc_file);
+    const Sdsc& s = *r.sdsc;
+    for (const Allocation& a : s.allocations) {
+      std::vector<uint64_t> addr(a.start.size(), 0);
+      for (uint32_t core : s.core_ids) {
+        const StartAddress& sa = a.start[core];
+        if (!sa.symbolic) {
+          addr[core] = static_cast<uint64_t>(sa.value);  // literals were checked at load
+          continue;
+        }
+        auto it = x.symbols.find(sa.value);
+        const std::string where = s.file + ": " + a.json_path + "/startAddressCoreCorelet_/data_: core " +
+                                  std::to_string(core) + " symbol " + std::to_string(sa.value) +
+                                  " (bound at " + at_line(lb.bundle, x.source ? x.source->line : 0) + ")";
+        if (it == x.symbols.end()) throw LoadError(where + ": symbol is not bound");
+        uint64_t v = it->second;
+        if (v % limits.stick_bytes != 0)
+          throw LoadError(where + ": address " + std::to_string(v) + " is not aligned to the " +
+                          std::to_string(limits.stick_bytes) + "-byte stick");
+        if (a.placement == Placement::lx) {
+          if (v > limits.lx_usable() || a.bytes_per_core > limits.lx_usable() - v)
+            throw LoadError(where + ": LX overflow: offset " + std::to_string(v) + " + " +
+                            std::to_string(a.bytes_per_core) + " bytes exceeds the " +
+                            std::to_string(limits.lx_usable()) + " usable LX bytes per core");
+        } else if (v + a.span_per_core < v) {
+          throw LoadError(where + ": HBM span wraps around the address space");
+        }
+        addr[core] = v;
+      }
+      r.addresses.push_back(std::move(addr));
+    }
+    r.exec = std::move(x);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace vspyre::bundle

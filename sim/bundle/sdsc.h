@@ -1,0 +1,128 @@
+// SDSC JSON (sdsc_<N>.json): the parts of one SuperDSC a simulator needs (formats.md B), loaded
+// and validated against the format and the card. The raw JSON stays available for later lowering.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/bundle/common.h"
+
+namespace vspyre::bundle {
+
+enum class Placement : uint8_t { hbm, lx };
+
+// One dimension name with a size, in file order. Names are bare ("mb"), without the
+// trailing underscore N_/ss_/el_ use.
+using DimSizes = std::vector<std::pair<std::string, int64_t>>;
+
+struct LayoutInfo {  // primaryDsInfo_[role]
+  std::vector<std::string> layout_dim_order;  // innermost first (B.5)
+  std::vector<std::string> stick_dim_order;
+  std::vector<int64_t> stick_size;  // elements of each stick dim in one stick
+};
+
+struct StartAddress {
+  bool symbolic = false;
+  int64_t value = 0;  // symbol id (< 0) when symbolic, else a literal byte address/offset
+};
+
+struct LabeledDs {  // labeledDs_[i]
+  uint32_t idx = 0;
+  std::string name;     // "Tensor0"
+  std::string ds_type;  // OUTPUT, INPUT, KERNEL, KERNEL_IDX, ...
+  std::vector<int32_t> scale;  // per layout dim: 1 normal, -1 reduced/broadcast, -2 reduced stick
+  double word_length = 0;      // bytes per element as written
+  DataFormat format = DataFormat::sen169_fp16;
+  bool mem_hbm = false;  // memOrg_.hbm.isPresent
+  bool mem_lx = false;   // memOrg_.lx.isPresent
+};
+
+struct Allocation {  // a scheduleTree_ node with nodeType_ "allocate"
+  uint32_t node_index = 0;  // position in scheduleTree_
+  std::string name;         // "allocate-Tensor0_hbm"
+  uint32_t lds_idx = 0;
+  Placement placement = Placement::hbm;
+  bool symbolic = false;  // isStartAddrSymbolic_ (1 or true)
+  std::vector<std::string> layout_dim_order;  // authoritative for this allocation
+  std::vector<int64_t> max_dim_sizes;
+  std::string indirect_alloc_type;  // "no_indirection" unless gather/paged
+  // Start address of each core's slice for corelet 0, time 0, indexed by core id
+  // (size = max used core id + 1; unused ids hold {false, 0}). HBM: absolute address or symbol;
+  // LX: byte offset inside that core's LX.
+  std::vector<StartAddress> start;
+  // Derived from the layout, the labeled tensor and dataStageParam_ (max of ss_ and el_):
+  uint64_t bytes_per_core = 0;  // stick-tiled footprint of one core's slice
+  uint64_t span_per_core = 0;   // HBM: byte span of that slice inside the full tensor; LX: = bytes
+  uint64_t tensor_bytes = 0;    // stick-tiled size of the whole tensor (full N_)
+  std::string json_path;        // for messages
+};
+
+struct ComputeOp {  // computeOp_[i]
+  ExUnit ex_unit = ExUnit::sfp;
+  std::string op_func_name;
+  DataFormat data_format = DataFormat::sen169_fp16;  // attributes_.dataFormat_
+  std::string fidelity;
+  std::string location;
+  std::vector<uint32_t> inputs;   // labeledDs_ indices ("Tensor<i>-idx<k>" -> k)
+  std::vector<uint32_t> outputs;
+  std::vector<uint32_t> index_inputs;  // indirectAccessIndexLabeledDs
+};
+
+struct Constant {  // constantInfo_[key]
+  std::string key;
+  std::string name;  // "scaling_factor"
+  DataFormat format = DataFormat::sen169_fp16;
+  std::vector<uint64_t> raw;  // encodings from the first data_ entry, in dataFormat_
+};
+
+struct ScheduleStep {  // coreIdToDscSchedule[core][i]
+  int32_t data_dsc = -1;
+  int32_t dl_dsc = -1;
+  bool before_sync = false;
+  bool after_sync = false;
+};
+
+struct Sdsc {
+  std::string file;      // name used in messages
+  std::string key;       // envelope key "5_realdiv"
+  int64_t index = 0;     // the <N> of the key
+  std::string dsc_name;  // dscs_[0] key ("realdiv"); empty when there is no compute DSC
+  uint32_t num_cores = 0;
+  std::vector<uint32_t> core_ids;                   // ascending
+  std::vector<std::pair<std::string, uint32_t>> slices_per_dim;  // numWkSlicesPerDim_, file order
+  std::map<uint32_t, std::map<std::string, uint32_t>> core_slice;  // coreIdToWkSlice_
+  std::map<uint32_t, uint32_t> core_dsc;                          // coreIdToDsc_
+  std::map<uint32_t, std::vector<ScheduleStep>> core_schedule;    // coreIdToDscSchedule
+  uint32_t num_data_dscs = 0;  // entries of dataOpdscs_ + datadscs_ (not interpreted)
+  DimSizes n;                  // N_: full size of each dimension
+  DimSizes ss;                 // dataStageParam_["0"].ss_: per-core steady-state size
+  DimSizes el;                 // dataStageParam_["0"].el_: per-core epilogue size
+  std::map<std::string, LayoutInfo> primary_ds_info;  // role -> layout class
+  std::vector<Allocation> allocations;
+  std::vector<LabeledDs> labeled_ds;  // index == ldsIdx_
+  std::vector<Constant> constants;
+  std::vector<ComputeOp> compute_ops;
+  std::map<std::string, std::vector<int64_t>> dim_symbols;  // dimToSymbolMapping_ ids per dim
+  std::vector<int64_t> symbols;  // every symbol id the SDSC references, ascending, unique
+  nlohmann::ordered_json raw;    // the whole file
+
+  // Lookups; return -1 / nullptr if absent.
+  int64_t n_of(std::string_view dim) const;
+  int64_t ss_of(std::string_view dim) const;
+  int64_t el_of(std::string_view dim) const;
+  uint32_t slices_of(std::string_view dim) const;  // 1 if the dim is not divided
+  const Allocation* allocation(uint32_t lds_idx, Placement p) const;
+  const LayoutInfo* layout_for(const LabeledDs& ds) const;  // primary_ds_info[ds_type]
+};
+
+// Parses and validates one SDSC. `file_name` labels error messages.
+Sdsc parse_sdsc_json(std::string_view text, std::string_view file_name,
+                     const CardLimits& limits = {});
+
+}  // namespace vspyre::bundle

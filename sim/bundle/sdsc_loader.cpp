@@ -1,0 +1,831 @@
+// SDSC JSON loader. Every access goes through Node, which knows its JSON path, so each
+// violation is reported as "<file>: <path>: <rule>".
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "sim/bundle/sdsc.h"
+
+namespace vspyre::bundle {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int k_max_json_depth = 128;
+constexpr size_t k_max_array = 4096;  // far above anything a 32-core SDSC needs
+constexpr int64_t k_max_dim = int64_t{1} << 40;
+
+std::string one_line(std::string_view s, size_t max = 300) {
+  std::string out;
+  for (char c : s) {
+    if (out.size() >= max) {
+      out += "...";
+      break;
+    }
+    auto u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? ' ' : c;
+  }
+  return out;
+}
+
+class Node {
+ public:
+  Node(const Json* j, std::string path, const std::string* file)
+      : m_j(j), m_path(std::move(path)), m_file(file) {}
+
+  [[noreturn]] void fail(const std::string& rule) const {
+    throw LoadError(*m_file + ": " + (m_path.empty() ? "/" : m_path) + ": " + rule);
+  }
+  const std::string& path() const { return m_path; }
+  const Json& json() const { return *m_j; }
+
+  bool is_object() const { return m_j->is_object(); }
+  bool is_array() const { return m_j->is_array(); }
+  bool is_string() const { return m_j->is_string(); }
+
+  Node child(std::string_view key) const {  // like at() but for keys taken from the file
+    require_object();
+    auto it = m_j->find(std::string(key));
+    if (it == m_j->end()) fail("missing field " + quote(key));
+    return Node(&*it, m_path + "/" + one_line(key, 80), m_file);
+  }
+  Node at(std::string_view key) const {
+    require_object();
+    auto it = m_j->find(std::string(key));
+    if (it == m_j->end()) fail("missing required field " + quote(key));
+    return Node(&*it, m_path + "/" + std::string(key), m_file);
+  }
+  std::optional<Node> opt(std::string_view key) const {
+    require_object();
+    auto it = m_j->find(std::string(key));
+    if (it == m_j->end()) return std::nullopt;
+    return Node(&*it, m_path + "/" + std::string(key), m_file);
+  }
+  Node at(size_t i) const { return Node(&(*m_j)[i], m_path + "/" + std::to_string(i), m_file); }
+
+  void require_object() const {
+    if (!m_j->is_object()) fail("expected an object, got " + std::string(m_j->type_name()));
+  }
+  size_t array_size(size_t max = k_max_array) const {
+    if (!m_j->is_array()) fail("expected an array, got " + std::string(m_j->type_name()));
+    if (m_j->size() > max) fail("array has " + std::to_string(m_j->size()) + " entries, at most " + std::to_string(max) + " allowed");
+    return m_j->size();
+  }
+  size_t object_size(size_t max = k_max_array) const {
+    require_object();
+    if (m_j->size() > max) fail("object has " + std::to_string(m_j->size()) + " entries, at most " + std::to_string(max) + " allowed");
+    return m_j->size();
+  }
+  // Visits members in file order.
+  template <class F>
+  void for_each_member(F&& f, size_t max = k_max_array) const {
+    object_size(max);
+    for (auto it = m_j->begin(); it != m_j->end(); ++it)
+      f(it.key(), Node(&it.value(), m_path + "/" + one_line(it.key(), 80), m_file));
+  }
+
+  int64_t as_int(int64_t lo = std::numeric_limits<int64_t>::min(),
+                 int64_t hi = std::numeric_limits<int64_t>::max()) const {
+    int64_t v = 0;
+    if (m_j->is_number_unsigned()) {
+      auto u = m_j->get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) fail("integer out of range");
+      v = static_cast<int64_t>(u);
+    } else if (m_j->is_number_integer()) {
+      v = m_j->get<int64_t>();
+    } else {
+      fail("expected an integer, got " + std::string(m_j->type_name()));
+    }
+    if (v < lo || v > hi)
+      fail("value " + std::to_string(v) + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+  }
+  double as_number() const {
+    if (!m_j->is_number()) fail("expected a number, got " + std::string(m_j->type_name()));
+    return m_j->get<double>();
+  }
+  std::string as_string() const {
+    if (!m_j->is_string()) fail("expected a string, got " + std::string(m_j->type_name()));
+    return m_j->get<std::string>();
+  }
+  // The compiler writes flags as 0/1 where the schema says boolean: accept both.
+  bool as_flag() const {
+    if (m_j->is_boolean()) return m_j->get<bool>();
+    if (m_j->is_number_integer() || m_j->is_number_unsigned()) {
+      int64_t v = as_int();
+      if (v == 0 || v == 1) return v == 1;
+    }
+    fail("expected a boolean or 0/1");
+  }
+  std::vector<std::string> as_string_list(size_t max = 64) const {
+    std::vector<std::string> out;
+    size_t n = array_size(max);
+    for (size_t i = 0; i < n; ++i) out.push_back(at(i).as_string());
+    return out;
+  }
+
+ private:
+  const Json* m_j;
+  std::string m_path;
+  const std::string* m_file;
+};
+
+// Strict decimal integer, optional leading '-', no leading zeros, fits int64.
+std::optional<int64_t> parse_decimal(std::string_view s) {
+  bool neg = !s.empty() && s[0] == '-';
+  if (neg) s.remove_prefix(1);
+  if (s.empty() || s.size() > 19 || (s.size() > 1 && s[0] == '0')) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+  return neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+}
+
+// Fold-manager keys: "[1, 0, 0]".
+std::optional<std::vector<int64_t>> parse_index_key(std::string_view s) {
+  if (s.size() < 2 || s.front() != '[' || s.back() != ']') return std::nullopt;
+  s = s.substr(1, s.size() - 2);
+  std::vector<int64_t> out;
+  while (true) {
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+    size_t n = 0;
+    while (n < s.size() && s[n] != ',' && s[n] != ' ') ++n;
+    auto v = parse_decimal(s.substr(0, n));
+    if (!v || *v < 0 || out.size() >= 16) return std::nullopt;
+    out.push_back(*v);
+    s.remove_prefix(n);
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+    if (s.empty()) return out;
+    if (s.front() != ',') return std::nullopt;
+    s.remove_prefix(1);
+  }
+}
+
+int json_depth(std::string_view text) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+// Keys of N_/ss_/el_ ending in '_' with integer values are dimensions; objects such as
+// paddingSizes_ and the name_ string are skipped.
+DimSizes parse_dims(const Node& node, int64_t lo) {
+  DimSizes out;
+  node.for_each_member([&](const std::string& key, const Node& v) {
+    if (key == "name_" || key.size() < 2 || key.back() != '_') return;
+    if (!v.json().is_number()) return;
+    out.emplace_back(key.substr(0, key.size() - 1), v.as_int(lo, k_max_dim));
+  }, 256);
+  return out;
+}
+
+int64_t find_dim(const DimSizes& d, std::string_view name) {
+  for (const auto& [k, v] : d)
+    if (k == name) return v;
+  return -1;
+}
+
+const std::set<std::string, std::less<>> k_ds_types = {
+    "OUTPUT", "INPUT", "MODEL", "WEIGHT", "STACK", "HEAP",
+    "RESERVE1", "RESERVE2", "CONST", "KERNEL", "KERNEL_IDX"};
+
+DataFormat parse_format(const Node& n) {
+  std::string s = n.as_string();
+  auto f = parse_data_format(s);
+  if (!f) n.fail("unknown data format " + quote(s));
+  return *f;
+}
+
+uint64_t sat_mul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
+}
+uint64_t sat_add(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
+}
+
+class SdscLoader {
+ public:
+  SdscLoader(std::string_view text, std::string file, const CardLimits& limits)
+      : m_text(text), m_limits(limits) {
+    m_s.file = std::move(file);
+  }
+
+  Sdsc run() {
+    if (m_limits.stick_bytes == 0 || m_limits.cores == 0)
+      throw LoadError(m_s.file + ": /: card limits need at least one core and a stick size");
+    if (json_depth(m_text) > k_max_json_depth)
+      throw LoadError(m_s.file + ": /: JSON nested deeper than " + std::to_string(k_max_json_depth));
+    try {
+      m_s.raw = Json::parse(m_text.begin(), m_text.end());
+    } catch (const Json::exception& e) {
+      throw LoadError(m_s.file + ": /: invalid JSON: " + one_line(e.what()));
+    }
+    Node root(&m_s.raw, "", &m_s.file);
+    if (root.object_size() != 1) root.fail("the SDSC envelope must hold exactly one key \"<N>_<opfunc>\"");
+    m_s.key = m_s.raw.begin().key();
+    Node sd = root.child(m_s.key);
+    size_t us = m_s.key.find('_');
+    auto idx = us == std::string::npos ? std::nullopt : parse_decimal(m_s.key.substr(0, us));
+    if (!idx || *idx < 0 || us + 1 >= m_s.key.size())
+      sd.fail("envelope key " + quote(m_s.key) + " is not \"<N>_<opfunc>\"");
+    m_s.index = *idx;
+    sd.require_object();
+
+    load_work_division(sd);
+    load_dscs(sd);
+    finish_symbols();
+    return std::move(m_s);
+  }
+
+ private:
+  // ---- work division (B.2, B.3) ---------------------------------------------------------------
+  void load_work_division(const Node& sd) {
+    Node ncores = sd.at("numCoresUsed_");
+    m_s.num_cores = static_cast<uint32_t>(ncores.as_int(1, std::numeric_limits<int32_t>::max()));
+    if (m_s.num_cores > m_limits.cores)
+      ncores.fail("numCoresUsed_ " + std::to_string(m_s.num_cores) + " exceeds the card's " +
+                  std::to_string(m_limits.cores) + " cores");
+
+    Node slices = sd.at("numWkSlicesPerDim_");
+    uint64_t product = 1;
+    slices.for_each_member([&](const std::string& dim, const Node& v) {
+      auto n = static_cast<uint32_t>(v.as_int(1, m_limits.cores));
+      m_s.slices_per_dim.emplace_back(dim, n);
+      product = sat_mul(product, n);
+    }, 64);
+    if (product != m_s.num_cores)
+      slices.fail("work division inconsistent: product of slices is " + std::to_string(product) +
+                  " but numCoresUsed_ is " + std::to_string(m_s.num_cores));
+
+    Node map = sd.at("coreIdToWkSlice_");
+    if (map.object_size(m_limits.cores) != m_s.num_cores)
+      map.fail("work division inconsistent: " + std::to_string(map.json().size()) +
+               " cores listed but numCoresUsed_ is " + std::to_string(m_s.num_cores));
+    std::set<std::vector<uint32_t>> owned;
+    map.for_each_member([&](const std::string& key, const Node& v) {
+      uint32_t core = parse_core_id(key, v);
+      std::vector<uint32_t> tuple;
+      auto& slice = m_s.core_slice[core];
+      if (v.object_size(64) != m_s.slices_per_dim.size())
+        v.fail("core slice must name exactly the dimensions of numWkSlicesPerDim_");
+      for (const auto& [dim, n] : m_s.slices_per_dim) {
+        auto o = v.opt(dim);
+        if (!o) v.fail("core slice lacks dimension " + quote(dim));
+        auto k = static_cast<uint32_t>(o->as_int(0, static_cast<int64_t>(n) - 1));
+        slice[dim] = k;
+        tuple.push_back(k);
+      }
+      if (!owned.insert(tuple).second) v.fail("work division inconsistent: two cores own the same slice");
+      m_s.core_ids.push_back(core);
+    });
+    std::sort(m_s.core_ids.begin(), m_s.core_ids.end());
+
+    if (auto o = sd.opt("dataOpdscs_")) m_s.num_data_dscs += static_cast<uint32_t>(o->array_size());
+    if (auto o = sd.opt("datadscs_")) m_s.num_data_dscs += static_cast<uint32_t>(o->array_size());
+    Node dscs = sd.at("dscs_");
+    m_num_dscs = dscs.array_size(1);
+    if (m_num_dscs == 0 && m_s.num_data_dscs == 0)
+      dscs.fail("neither dscs_ nor dataOpdscs_ has an entry");
+
+    if (auto o = sd.opt("coreIdToDsc_")) {
+      check_core_keys(*o);
+      o->for_each_member([&](const std::string& key, const Node& v) {
+        m_s.core_dsc[parse_core_id(key, v)] =
+            static_cast<uint32_t>(v.as_int(0, static_cast<int64_t>(m_num_dscs) - 1));
+      });
+    }
+    if (auto o = sd.opt("coreIdToDscSchedule")) {
+      check_core_keys(*o);
+      o->for_each_member([&](const std::string& key, const Node& v) {
+        uint32_t core = parse_core_id(key, v);
+        auto& steps = m_s.core_schedule[core];
+        size_t n = v.array_size(256);
+        for (size_t i = 0; i < n; ++i) steps.push_back(parse_schedule_step(v.at(i)));
+        // All cores running one DSC must share a schedule (B.3).
+        uint32_t dsc = m_s.core_dsc.count(core) ? m_s.core_dsc[core] : 0;
+        auto [it, fresh] = m_schedule_by_dsc.emplace(dsc, core);
+        if (!fresh) {
+          const auto& ref = m_s.core_schedule[it->second];
+          bool same = ref.size() == steps.size() &&
+                      std::equal(ref.begin(), ref.end(), steps.begin(), [](const ScheduleStep& a, const ScheduleStep& b) {
+                        return a.data_dsc == b.data_dsc && a.dl_dsc == b.dl_dsc &&
+                               a.before_sync == b.before_sync && a.after_sync == b.after_sync;
+                      });
+          if (!same) v.fail("cores running the same DSC must have identical schedules");
+        }
+      });
+    }
+  }
+
+  uint32_t parse_core_id(const std::string& key, const Node& at) const {
+    auto v = parse_decimal(key);
+    if (!v || *v < 0) at.fail("core id " + quote(key) + " is not a non-negative integer");
+    if (*v >= m_limits.cores)
+      at.fail("core id " + std::to_string(*v) + " out of range (card has " + std::to_string(m_limits.cores) + " cores)");
+    return static_cast<uint32_t>(*v);
+  }
+
+  void check_core_keys(const Node& n) const {
+    n.object_size(m_limits.cores);
+    std::vector<uint32_t> ids;
+    n.for_each_member([&](const std::string& key, const Node& v) { ids.push_back(parse_core_id(key, v)); });
+    std::sort(ids.begin(), ids.end());
+    if (ids != m_s.core_ids) n.fail("core ids differ from those of coreIdToWkSlice_");
+  }
+
+  ScheduleStep parse_schedule_step(const Node& n) const {
+    ScheduleStep s;
+    auto check = [&](const Node& at, int64_t v, uint64_t count, const char* what) {
+      if (v < -1 || v >= static_cast<int64_t>(count))
+        at.fail(std::string(what) + " index " + std::to_string(v) + " does not name an existing DSC");
+      return static_cast<int32_t>(v);
+    };
+    if (n.is_array()) {
+      if (n.array_size() != 4) n.fail("schedule step must be [datadsc, dldsc, before_sync, after_sync]");
+      s.data_dsc = check(n.at(0), n.at(0).as_int(), m_s.num_data_dscs, "datadsc");
+      s.dl_dsc = check(n.at(1), n.at(1).as_int(), m_num_dscs, "dldsc");
+      s.before_sync = n.at(2).as_flag();
+      s.after_sync = n.at(3).as_flag();
+    } else {
+      n.require_object();
+      if (auto o = n.opt("datadsc_idx")) s.data_dsc = check(*o, o->as_int(), m_s.num_data_dscs, "datadsc");
+      if (auto o = n.opt("dldsc_idx")) s.dl_dsc = check(*o, o->as_int(), m_num_dscs, "dldsc");
+      if (auto o = n.opt("before_sync")) s.before_sync = o->as_flag();
+      if (auto o = n.opt("after_sync")) s.after_sync = o->as_flag();
+    }
+    return s;
+  }
+
+  // ---- the compute descriptor (B.4 - B.9) -----------------------------------------------------
+  void load_dscs(const Node& sd) {
+    if (m_num_dscs == 0) return;
+    Node entry = sd.at("dscs_").at(size_t{0});
+    if (entry.object_size() != 1) entry.fail("a dscs_ entry must hold exactly one key");
+    m_s.dsc_name = entry.json().begin().key();
+    Node d = entry.child(m_s.dsc_name);
+    d.require_object();
+
+    if (auto o = d.opt("numCoresUsed_"); o && o->as_int() != m_s.num_cores)
+      o->fail("numCoresUsed_ differs from the SuperDSC's " + std::to_string(m_s.num_cores));
+    if (auto o = d.opt("coreIdsUsed_")) {
+      std::vector<uint32_t> ids;
+      size_t n = o->array_size(m_limits.cores + 1);
+      for (size_t i = 0; i < n; ++i)
+        ids.push_back(static_cast<uint32_t>(o->at(i).as_int(0, m_limits.cores - 1)));
+      std::sort(ids.begin(), ids.end());
+      if (ids != m_s.core_ids) o->fail("coreIdsUsed_ differs from the cores of coreIdToWkSlice_");
+    }
+
+    Node n_node = d.at("N_");
+    m_s.n = parse_dims(n_node, 1);
+    Node stage = d.at("dataStageParam_").at("0");
+    Node ss_node = stage.at("ss_");
+    Node el_node = stage.at("el_");
+    m_s.ss = parse_dims(ss_node, 1);
+    m_s.el = parse_dims(el_node, 1);
+    check_sizes(n_node, ss_node, el_node);
+
+    load_primary_ds_info(d.at("primaryDsInfo_"));
+    load_labeled_ds(d.at("labeledDs_"));
+    load_schedule_tree(d.at("scheduleTree_"));
+    load_constants(d.opt("constantInfo_"));
+    load_compute_ops(d.at("computeOp_"));
+    if (auto o = d.opt("dimToSymbolMapping_")) {
+      o->for_each_member([&](const std::string& dim, const Node& v) {
+        size_t n = v.array_size(64);
+        for (size_t i = 0; i < n; ++i) {
+          Node id = v.at(i).at("id");
+          int64_t s = id.as_int();
+          if (s >= 0) id.fail("dimension symbol id must be negative");
+          m_s.dim_symbols[dim].push_back(s);
+        }
+      }, 64);
+    }
+  }
+
+  void check_sizes(const Node& n_node, const Node& ss_node, const Node& el_node) const {
+    for (const auto& [dim, k] : m_s.slices_per_dim)
+      if (find_dim(m_s.n, dim) < 0) n_node.fail("work division inconsistent: sliced dimension " + quote(dim) + " is not in N_");
+    for (const auto& [dim, full] : m_s.n) {
+      int64_t ss = find_dim(m_s.ss, dim), el = find_dim(m_s.el, dim);
+      if (ss < 0) ss_node.fail("dimension " + quote(dim) + " of N_ missing");
+      if (el < 0) el_node.fail("dimension " + quote(dim) + " of N_ missing");
+      if (el > ss) el_node.fail("epilogue size of " + quote(dim) + " exceeds the steady-state size");
+      int64_t k = m_s.slices_of(dim);
+      // k-1 full slices plus one epilogue slice must tile the dimension exactly.
+      if (ss * (k - 1) + el != full)
+        ss_node.fail("work division inconsistent: " + quote(dim) + " has " + std::to_string(k) +
+                     " slices of " + std::to_string(ss) + " (last " + std::to_string(el) +
+                     ") but N_ is " + std::to_string(full));
+    }
+  }
+
+  void load_primary_ds_info(const Node& node) {
+    node.for_each_member([&](const std::string& role, const Node& v) {
+      LayoutInfo li;
+      Node lo = v.at("layoutDimOrder_");
+      li.layout_dim_order = lo.as_string_list();
+      check_dims_known(lo, li.layout_dim_order);
+      Node so = v.at("stickDimOrder_");
+      li.stick_dim_order = so.as_string_list();
+      Node sz = v.at("stickSize_");
+      size_t n = sz.array_size(64);
+      if (n != li.stick_dim_order.size()) sz.fail("stickSize_ and stickDimOrder_ differ in length");
+      if (n == 0) so.fail("a layout needs at least one stick dimension");
+      int64_t elems = 1;
+      for (size_t i = 0; i < n; ++i) {
+        li.stick_size.push_back(sz.at(i).as_int(1, 512));
+        elems = std::min<int64_t>(elems * li.stick_size.back(), 1 << 20);
+        if (std::find(li.layout_dim_order.begin(), li.layout_dim_order.end(), li.stick_dim_order[i]) ==
+            li.layout_dim_order.end())
+          so.fail("stick dimension " + quote(li.stick_dim_order[i]) + " is not in layoutDimOrder_");
+      }
+      if (elems > 512) sz.fail("a 128-byte stick holds at most 512 elements, stickSize_ gives " + std::to_string(elems));
+      // Every core's slice is a whole number of sticks (B.2); index tensors are exempt.
+      if (role != "KERNEL_IDX" && n == 1) {
+        const std::string& dim = li.stick_dim_order[0];
+        int64_t ss = m_s.ss_of(dim);
+        if (m_s.slices_of(dim) > 1 && ss > 0 && ss % li.stick_size[0] != 0)
+          so.fail("core slice of stick dimension " + quote(dim) + " (ss_ " + std::to_string(ss) +
+                  ") is not a whole number of sticks of " + std::to_string(li.stick_size[0]));
+      }
+      m_s.primary_ds_info[role] = std::move(li);
+    }, 16);
+  }
+
+  void check_dims_known(const Node& at, const std::vector<std::string>& dims) const {
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (find_dim(m_s.n, dims[i]) < 0) at.at(i).fail("layout dimension " + quote(dims[i]) + " is not in N_");
+      for (size_t j = 0; j < i; ++j)
+        if (dims[j] == dims[i]) at.at(i).fail("layout dimension " + quote(dims[i]) + " repeated");
+    }
+  }
+
+  void load_labeled_ds(const Node& node) {
+    size_t n = node.array_size();
+    if (n > m_limits.max_labeled_ds)
+      node.fail("too many labeled tensors: " + std::to_string(n) + " (at most " +
+                std::to_string(m_limits.max_labeled_ds) + ")");
+    if (n == 0) node.fail("a compute DSC needs at least one labeled tensor");
+    for (size_t i = 0; i < n; ++i) {
+      Node v = node.at(i);
+      LabeledDs ds;
+      ds.idx = static_cast<uint32_t>(i);
+      Node idx = v.at("ldsIdx_");
+      if (idx.as_int() != static_cast<int64_t>(i)) idx.fail("ldsIdx_ must equal the entry's position " + std::to_string(i));
+      ds.name = v.at("dsName_").as_string();
+      Node type = v.at("dsType_");
+      ds.ds_type = type.as_string();
+      if (!k_ds_types.count(ds.ds_type)) type.fail("unknown dsType_ " + quote(ds.ds_type));
+      Node scale = v.at("scale_");
+      size_t ns = scale.array_size(16);
+      for (size_t k = 0; k < ns; ++k) {
+        Node s = scale.at(k);
+        double x = s.as_number();
+        if (x != 1 && x != -1 && x != -2) s.fail("scale_ entries must be 1, -1 or -2");
+        ds.scale.push_back(static_cast<int32_t>(x));
+      }
+      ds.format = parse_format(v.at("dataFormat_"));
+      Node wl = v.at("wordLength");
+      ds.word_length = wl.as_number();
+      if (!(ds.word_length > 0 && ds.word_length <= 8)) wl.fail("wordLength must be in (0, 8]");
+      uint32_t bits = data_format_bits(ds.format);
+      if (bits >= 8 && ds.word_length * 8 != bits)
+        wl.fail("wordLength " + one_line(wl.json().dump()) + " does not match " +
+                std::string(to_string(ds.format)) + " (" + std::to_string(bits / 8) + " bytes)");
+      if (auto mo = v.opt("memOrg_")) {
+        mo->require_object();
+        if (auto h = mo->opt("hbm")) ds.mem_hbm = h->opt("isPresent") ? h->at("isPresent").as_flag() : true;
+        if (auto l = mo->opt("lx")) ds.mem_lx = l->opt("isPresent") ? l->at("isPresent").as_flag() : true;
+      } else {
+        ds.mem_hbm = ds.mem_lx = true;  // absent: no residency restriction stated
+      }
+      m_s.labeled_ds.push_back(std::move(ds));
+    }
+  }
+
+  void load_schedule_tree(const Node& node) {
+    size_t n = node.array_size(256);
+    for (size_t i = 0; i < n; ++i) {
+      Node v = node.at(i);
+      if (v.at("nodeType_").as_string() != "allocate") continue;  // other node kinds: raw only
+      Allocation a;
+      a.node_index = static_cast<uint32_t>(i);
+      a.json_path = v.path();
+      if (auto o = v.opt("name_")) a.name = o->as_string();
+      Node li = v.at("ldsIdx_");
+      a.lds_idx = static_cast<uint32_t>(li.as_int(0, static_cast<int64_t>(m_s.labeled_ds.size()) - 1));
+      const LabeledDs& ds = m_s.labeled_ds[a.lds_idx];
+      Node comp = v.at("component_");
+      std::string c = comp.as_string();
+      if (c == "hbm") {
+        a.placement = Placement::hbm;
+      } else if (c == "lx") {
+        a.placement = Placement::lx;
+      } else {
+        comp.fail("component_ must be \"hbm\" or \"lx\", got " + quote(c));
+      }
+      if (a.placement == Placement::hbm && !ds.mem_hbm)
+        comp.fail("allocation in hbm but memOrg_ of " + quote(ds.name) + " has no hbm");
+      if (a.placement == Placement::lx && !ds.mem_lx)
+        comp.fail("allocation in lx but memOrg_ of " + quote(ds.name) + " has no lx");
+      if (m_s.allocation(a.lds_idx, a.placement))
+        v.fail("second " + c + " allocation of labeled tensor " + std::to_string(a.lds_idx));
+      if (auto o = v.opt("isStartAddrSymbolic_")) a.symbolic = o->as_flag();
+      Node lo = v.at("layoutDimOrder_");
+      a.layout_dim_order = lo.as_string_list();
+      check_dims_known(lo, a.layout_dim_order);
+      if (a.layout_dim_order.size() != ds.scale.size())
+        lo.fail("layoutDimOrder_ has " + std::to_string(a.layout_dim_order.size()) +
+                " dimensions but scale_ of " + quote(ds.name) + " has " + std::to_string(ds.scale.size()));
+      if (auto o = v.opt("maxDimSizes_")) {
+        size_t nm = o->array_size(16);
+        if (nm != a.layout_dim_order.size()) o->fail("maxDimSizes_ length differs from layoutDimOrder_");
+        for (size_t k = 0; k < nm; ++k) a.max_dim_sizes.push_back(o->at(k).as_int(-1, k_max_dim));
+      }
+      if (auto o = v.opt("indirectAllocType_")) a.indirect_alloc_type = o->as_string();
+      const LayoutInfo* layout = m_s.layout_for(ds);
+      if (!layout) v.fail("no primaryDsInfo_ entry for dsType_ " + quote(ds.ds_type));
+      for (const auto& sd : layout->stick_dim_order)
+        if (std::find(a.layout_dim_order.begin(), a.layout_dim_order.end(), sd) == a.layout_dim_order.end())
+          lo.fail("stick dimension " + quote(sd) + " missing from the allocation's layout");
+      compute_footprint(a, ds, *layout, v);
+      load_start_addresses(a, v.at("startAddressCoreCorelet_"));
+      m_s.allocations.push_back(std::move(a));
+    }
+    for (const auto& ds : m_s.labeled_ds)
+      if (!m_s.allocation(ds.idx, Placement::hbm) && !m_s.allocation(ds.idx, Placement::lx))
+        node.fail("labeled tensor " + std::to_string(ds.idx) + " (" + quote(ds.name) + ") has no allocate node");
+  }
+
+  // Stick-tiled footprint (B.5): the first listed dim has a stride of one stick, each later dim
+  // the product of the earlier counts; a stick dim counts sticks, not elements.
+  void compute_footprint(Allocation& a, const LabeledDs& ds, const LayoutInfo& layout, const Node& at) const {
+    uint32_t bits = data_format_bits(ds.format);
+    if (bits == 0) bits = static_cast<uint32_t>(std::lround(ds.word_length * 8));
+    const uint64_t stick_bits = uint64_t{m_limits.stick_bytes} * 8;
+    uint64_t core_sticks = 1, full_sticks = 1, span = 0, stride = 1;
+    for (size_t i = 0; i < a.layout_dim_order.size(); ++i) {
+      const std::string& dim = a.layout_dim_order[i];
+      int32_t scale = ds.scale[i];
+      auto full = static_cast<uint64_t>(m_s.n_of(dim));
+      auto core = static_cast<uint64_t>(std::max(m_s.ss_of(dim), m_s.el_of(dim)));
+      if (scale < 0) full = core = 1;  // reduced or broadcast: one element (or one stick)
+      uint64_t per_stick = 0;
+      if (layout.stick_dim_order.size() == 1 && layout.stick_dim_order[0] == dim) {
+        per_stick = (bits > 0 && stick_bits % bits == 0) ? stick_bits / bits
+                                                          : static_cast<uint64_t>(layout.stick_size[0]);
+      } else {
+        for (size_t k = 0; k < layout.stick_dim_order.size(); ++k)
+          if (layout.stick_dim_order[k] == dim)
+            per_stick = std::max<uint64_t>(per_stick, 1) * static_cast<uint64_t>(layout.stick_size[k]);
+      }
+      if (per_stick > 0) {
+        full = (full + per_stick - 1) / per_stick;
+        core = (core + per_stick - 1) / per_stick;
+      }
+      core_sticks = sat_mul(core_sticks, core);
+      full_sticks = sat_mul(full_sticks, full);
+      span = sat_add(span, sat_mul(core - 1, stride));
+      stride = sat_mul(stride, full);
+    }
+    constexpr uint64_t k_cap = uint64_t{1} << 56;
+    a.bytes_per_core = sat_mul(core_sticks, m_limits.stick_bytes);
+    a.tensor_bytes = sat_mul(full_sticks, m_limits.stick_bytes);
+    a.span_per_core = a.placement == Placement::lx ? a.bytes_per_core
+                                                   : sat_mul(sat_add(span, 1), m_limits.stick_bytes);
+    if (a.tensor_bytes > k_cap) at.fail("tensor size overflows the address space");
+    if (a.placement == Placement::hbm && a.span_per_core > m_limits.per_core_span)
+      at.fail("per-core HBM span of " + std::to_string(a.span_per_core) + " bytes exceeds the " +
+              std::to_string(m_limits.per_core_span) + "-byte limit");
+    if (a.placement == Placement::lx && a.bytes_per_core > m_limits.lx_usable())
+      at.fail("LX overflow: one core's slice needs " + std::to_string(a.bytes_per_core) +
+              " bytes, LX has " + std::to_string(m_limits.lx_usable()) + " usable");
+  }
+
+  void load_start_addresses(Allocation& a, const Node& fm) {
+    Node attrs = fm.at("dim_prop_attr");
+    Node funcs = fm.at("dim_prop_func");
+    size_t nd = attrs.array_size(8);
+    if (nd == 0) attrs.fail("fold manager needs at least the core dimension");
+    if (funcs.array_size(8) != nd) funcs.fail("dim_prop_func and dim_prop_attr differ in length");
+    std::vector<int64_t> factors;
+    std::vector<bool> is_const;
+    for (size_t i = 0; i < nd; ++i) {
+      factors.push_back(attrs.at(i).at("factor_").as_int(1, 1024));
+      Node f = funcs.at(i);
+      if (f.object_size() != 1) f.fail("a fold function holds exactly one key (Map, Const or Affine)");
+      std::string kind = f.json().begin().key();
+      if (kind != "Map" && kind != "Const" && kind != "Affine") f.fail("unknown fold function " + quote(kind));
+      is_const.push_back(kind == "Const");
+    }
+    Node label = attrs.at(size_t{0}).at("label_");
+    if (label.as_string() != "core") label.fail("the first start-address fold must be \"core\"");
+    uint32_t max_core = m_s.core_ids.empty() ? 0 : m_s.core_ids.back();
+    if (factors[0] > static_cast<int64_t>(m_limits.cores))
+      attrs.at(size_t{0}).fail("core fold factor exceeds the card's cores");
+    if (!is_const[0] && factors[0] <= static_cast<int64_t>(max_core))
+      attrs.at(size_t{0}).fail("core fold factor " + std::to_string(factors[0]) + " does not cover core " + std::to_string(max_core));
+
+    Node data = fm.at("data_");
+    // Map dims enumerate their factor; Const dims have the single index 0.
+    uint64_t expected = 1;
+    for (size_t i = 0; i < nd; ++i) expected = sat_mul(expected, is_const[i] ? 1 : static_cast<uint64_t>(factors[i]));
+    data.object_size(std::min<uint64_t>(expected, k_max_array));
+    std::map<std::vector<int64_t>, StartAddress> values;
+    data.for_each_member([&](const std::string& key, const Node& v) {
+      auto k = parse_index_key(key);
+      if (!k || k->size() != nd) v.fail("fold key must be a list of " + std::to_string(nd) + " indices");
+      for (size_t i = 0; i < nd; ++i)
+        if ((*k)[i] >= factors[i] || (is_const[i] && (*k)[i] != 0))
+          v.fail("fold index " + std::to_string((*k)[i]) + " out of range in dimension " + std::to_string(i));
+      StartAddress sa;
+      std::optional<int64_t> x;
+      if (v.is_string()) {
+        x = parse_decimal(v.as_string());
+      } else {
+        x = v.as_int();
+      }
+      if (!x) v.fail("start address must be a decimal integer string");
+      sa.value = *x;
+      sa.symbolic = a.symbolic;
+      if (a.symbolic && *x >= 0)
+        v.fail("isStartAddrSymbolic_ is set but " + std::to_string(*x) + " is not a (negative) symbol id");
+      if (!a.symbolic && *x < 0)
+        v.fail("negative start address " + std::to_string(*x) + " without isStartAddrSymbolic_");
+      if (!a.symbolic) check_literal(a, *x, v);
+      values[*k] = sa;
+    });
+    a.start.assign(max_core + 1, StartAddress{});
+    for (uint32_t core : m_s.core_ids) {
+      std::vector<int64_t> key(nd, 0);
+      key[0] = is_const[0] ? 0 : core;
+      auto it = values.find(key);
+      if (it == values.end()) data.fail("no start address for core " + std::to_string(core));
+      a.start[core] = it->second;
+    }
+  }
+
+  void check_literal(const Allocation& a, int64_t x, const Node& at) const {
+    if (x % m_limits.stick_bytes != 0)
+      at.fail("start address " + std::to_string(x) + " is not aligned to the " +
+              std::to_string(m_limits.stick_bytes) + "-byte stick");
+    if (a.placement == Placement::lx) {
+      uint64_t end = sat_add(static_cast<uint64_t>(x), a.bytes_per_core);
+      if (end > m_limits.lx_usable())
+        at.fail("LX overflow: offset " + std::to_string(x) + " + " + std::to_string(a.bytes_per_core) +
+                " bytes exceeds the " + std::to_string(m_limits.lx_usable()) + " usable LX bytes per core");
+    }
+  }
+
+  void load_constants(const std::optional<Node>& node) {
+    if (!node) return;
+    if (node->is_string()) {
+      std::string s = node->as_string();
+      if (s != "{}" && !s.empty()) node->fail("constantInfo_ string must be \"{}\"");
+      return;
+    }
+    node->for_each_member([&](const std::string& key, const Node& v) {
+      Constant c;
+      c.key = key;
+      c.name = v.at("name_").as_string();
+      c.format = parse_format(v.at("dataFormat_"));
+      Node data = v.at("data_").at("data_");
+      if (data.object_size() == 0) data.fail("constant has no value");
+      Node first = data.child(data.json().begin().key());
+      size_t n = first.array_size(256);
+      uint32_t bits = data_format_bits(c.format);
+      for (size_t i = 0; i < n; ++i) {
+        Node e = first.at(i);
+        std::optional<int64_t> x = e.is_string() ? parse_decimal(e.as_string()) : std::optional<int64_t>(e.as_int());
+        if (!x || *x < 0) e.fail("constant encoding must be a non-negative decimal string");
+        if (bits > 0 && bits < 63 && (static_cast<uint64_t>(*x) >> bits) != 0)
+          e.fail("constant encoding " + std::to_string(*x) + " does not fit " + std::string(to_string(c.format)));
+        c.raw.push_back(static_cast<uint64_t>(*x));
+      }
+      m_s.constants.push_back(std::move(c));
+    }, 64);
+  }
+
+  std::vector<uint32_t> parse_operands(const Node& node) const {
+    std::vector<uint32_t> out;
+    size_t n = node.array_size(16);
+    for (size_t i = 0; i < n; ++i) {
+      Node e = node.at(i);
+      std::string s = e.as_string();
+      size_t p = s.rfind("-idx");
+      auto k = p == std::string::npos ? std::nullopt : parse_decimal(s.substr(p + 4));
+      if (!k || *k < 0 || *k >= static_cast<int64_t>(m_s.labeled_ds.size()))
+        e.fail("operand " + quote(s) + " does not name a labeled tensor (\"Tensor<i>-idx<k>\")");
+      const LabeledDs& ds = m_s.labeled_ds[static_cast<size_t>(*k)];
+      if (s.substr(0, p) != ds.name)
+        e.fail("operand " + quote(s) + " does not match labeledDs_[" + std::to_string(*k) + "] " + quote(ds.name));
+      out.push_back(static_cast<uint32_t>(*k));
+    }
+    return out;
+  }
+
+  void load_compute_ops(const Node& node) {
+    size_t n = node.array_size(64);
+    if (n == 0) node.fail("computeOp_ is empty");
+    for (size_t i = 0; i < n; ++i) {
+      Node v = node.at(i);
+      ComputeOp op;
+      Node unit = v.at("exUnit");
+      std::string u = unit.as_string();
+      if (u == "pt") {
+        op.ex_unit = ExUnit::pt;
+      } else if (u == "sfp") {
+        op.ex_unit = ExUnit::sfp;
+      } else if (u == "pe") {
+        op.ex_unit = ExUnit::pe;
+      } else {
+        unit.fail("unknown exUnit " + quote(u));
+      }
+      Node name = v.at("opFuncName");
+      op.op_func_name = name.as_string();
+      auto engine = op_func_engine(op.op_func_name);
+      if (!engine) name.fail("unknown opFuncName " + quote(op.op_func_name));
+      if (*engine == OpEngine::pt && op.ex_unit == ExUnit::sfp)
+        unit.fail(quote(op.op_func_name) + " runs on the pt array, not sfp");
+      if (*engine == OpEngine::sfp && op.ex_unit != ExUnit::sfp)
+        unit.fail(quote(op.op_func_name) + " runs on the sfp, not " + u);
+      if (auto attrs = v.opt("attributes_")) {
+        if (auto f = attrs->opt("dataFormat_")) op.data_format = parse_format(*f);
+        if (auto f = attrs->opt("fidelity_")) op.fidelity = f->as_string();
+      }
+      if (auto o = v.opt("location")) op.location = o->as_string();
+      op.inputs = parse_operands(v.at("inputLabeledDs"));
+      Node outs = v.at("outputLabeledDs");
+      op.outputs = parse_operands(outs);
+      if (op.outputs.empty()) outs.fail("a compute op needs an output");
+      if (auto o = v.opt("indirectAccessIndexLabeledDs")) op.index_inputs = parse_operands(*o);
+      m_s.compute_ops.push_back(std::move(op));
+    }
+  }
+
+  void finish_symbols() {
+    std::set<int64_t> syms;
+    for (const auto& a : m_s.allocations)
+      for (uint32_t core : m_s.core_ids)
+        if (a.start[core].symbolic) syms.insert(a.start[core].value);
+    for (const auto& [dim, ids] : m_s.dim_symbols) syms.insert(ids.begin(), ids.end());
+    m_s.symbols.assign(syms.begin(), syms.end());
+  }
+
+  std::string_view m_text;
+  const CardLimits& m_limits;
+  Sdsc m_s;
+  size_t m_num_dscs = 0;
+  std::map<uint32_t, uint32_t> m_schedule_by_dsc;
+};
+
+}  // namespace
+
+int64_t Sdsc::n_of(std::string_view dim) const { return find_dim(n, dim); }
+int64_t Sdsc::ss_of(std::string_view dim) const { return find_dim(ss, dim); }
+int64_t Sdsc::el_of(std::string_view dim) const { return find_dim(el, dim); }
+uint32_t Sdsc::slices_of(std::string_view dim) const {
+  for (const auto& [k, v] : slices_per_dim)
+    if (k == dim) return v;
+  return 1;
+}
+const Allocation* Sdsc::allocation(uint32_t lds_idx, Placement p) const {
+  for (const auto& a : allocations)
+    if (a.lds_idx == lds_idx && a.placement == p) return &a;
+  return nullptr;
+}
+const LayoutInfo* Sdsc::layout_for(const LabeledDs& ds) const {
+  auto it = primary_ds_info.find(ds.ds_type);
+  return it == primary_ds_info.end() ? nullptr : &it->second;
+}
+
+Sdsc parse_sdsc_json(std::string_view text, std::string_view file_name, const CardLimits& limits) {
+  return SdscLoader(text, std::string(file_name), limits).run();
+}
+
+}  // namespace vspyre::bundle

@@ -1,0 +1,316 @@
+#include "sim/engine/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace vspyre {
+namespace fs = std::filesystem;
+
+ConfigNode ConfigNode::scalar(std::string value, SourceLoc loc) {
+  ConfigNode n;
+  n.m_kind = Kind::Scalar;
+  n.m_text = std::move(value);
+  n.m_loc = std::move(loc);
+  return n;
+}
+ConfigNode ConfigNode::null_at(SourceLoc loc) {
+  ConfigNode n;
+  n.m_loc = std::move(loc);
+  return n;
+}
+ConfigNode ConfigNode::map(SourceLoc loc) {
+  ConfigNode n;
+  n.m_kind = Kind::Map;
+  n.m_loc = std::move(loc);
+  return n;
+}
+ConfigNode ConfigNode::sequence(SourceLoc loc) {
+  ConfigNode n;
+  n.m_kind = Kind::Sequence;
+  n.m_loc = std::move(loc);
+  return n;
+}
+
+std::string ConfigNode::kind_name() const {
+  switch (m_kind) {
+    case Kind::Null: return "nothing";
+    case Kind::Scalar: return "a value";
+    case Kind::Map: return "a map";
+    case Kind::Sequence: return "a list";
+  }
+  return "?";
+}
+
+const ConfigNode* ConfigNode::find(std::string_view key) const {
+  for (const auto& [k, v] : m_entries)
+    if (k == key) return &v;
+  return nullptr;
+}
+ConfigNode* ConfigNode::find(std::string_view key) {
+  for (auto& [k, v] : m_entries)
+    if (k == key) return &v;
+  return nullptr;
+}
+ConfigNode& ConfigNode::set(const std::string& key, ConfigNode value) {
+  if (m_kind == Kind::Null) m_kind = Kind::Map;
+  if (auto* existing = find(key)) {
+    *existing = std::move(value);
+    return *existing;
+  }
+  m_entries.emplace_back(key, std::move(value));
+  return m_entries.back().second;
+}
+void ConfigNode::erase(std::string_view key) {
+  for (auto it = m_entries.begin(); it != m_entries.end(); ++it)
+    if (it->first == key) {
+      m_entries.erase(it);
+      return;
+    }
+}
+
+void ConfigNode::merge_from(const ConfigNode& over) {
+  if (over.is_map() && (is_map() || is_null())) {
+    if (is_null()) {
+      m_kind = Kind::Map;
+      m_loc = over.m_loc;
+    }
+    for (const auto& [k, v] : over.m_entries) {
+      if (auto* mine = find(k))
+        mine->merge_from(v);
+      else
+        m_entries.emplace_back(k, v);
+    }
+    return;
+  }
+  *this = over;
+}
+
+namespace {
+
+bool needs_quotes(const std::string& s) {
+  if (s.empty()) return true;
+  for (char c : s)
+    if (c == ':' || c == '#' || c == '{' || c == '}' || c == '[' || c == ']' || c == ',' ||
+        c == '\'' || c == '"' || c == '\n')
+      return true;
+  return s.front() == ' ' || s.back() == ' ' || s.front() == '-' || s.front() == '*' ||
+         s.front() == '&' || s.front() == '!' || s.front() == '|' || s.front() == '>';
+}
+
+std::string quoted(const std::string& s) {
+  if (!needs_quotes(s)) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void ConfigNode::emit(std::string& out, int indent) const {
+  const std::string pad(indent, ' ');
+  switch (m_kind) {
+    case Kind::Null: out += " ~\n"; break;
+    case Kind::Scalar: out += " " + quoted(m_text) + "\n"; break;
+    case Kind::Map:
+      if (m_entries.empty()) {
+        out += " {}\n";
+        break;
+      }
+      out += "\n";
+      for (const auto& [k, v] : m_entries) {
+        out += pad + quoted(k) + ":";
+        v.emit(out, indent + 2);
+      }
+      break;
+    case Kind::Sequence:
+      if (m_items.empty()) {
+        out += " []\n";
+        break;
+      }
+      out += "\n";
+      for (const auto& item : m_items) {
+        out += pad + "-";
+        if (item.is_map() && !item.m_entries.empty()) {
+          // First entry on the dash line, the rest aligned under it.
+          std::string sub;
+          item.emit(sub, indent + 2);
+          out += " " + sub.substr(sub.find_first_not_of(" \n"));
+        } else {
+          item.emit(out, indent + 2);
+        }
+      }
+      break;
+  }
+}
+
+std::string ConfigNode::to_yaml() const {
+  std::string out;
+  if (is_map()) {
+    for (const auto& [k, v] : m_entries) {
+      out += quoted(k) + ":";
+      v.emit(out, 2);
+    }
+    return out;
+  }
+  emit(out, 0);
+  return out;
+}
+
+namespace {
+
+SourceLoc loc_of(const YAML::Node& n, const std::string& file) {
+  const auto m = n.Mark();
+  if (m.is_null()) return SourceLoc{file, 0, 0};
+  return SourceLoc{file, m.line + 1, m.column + 1};
+}
+
+ConfigNode convert(const YAML::Node& n, const std::string& file) {
+  const SourceLoc loc = loc_of(n, file);
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined: {
+      ConfigNode c;
+      return c;
+    }
+    case YAML::NodeType::Scalar: return ConfigNode::scalar(n.Scalar(), loc);
+    case YAML::NodeType::Sequence: {
+      ConfigNode c = ConfigNode::sequence(loc);
+      for (const auto& item : n) c.push(convert(item, file));
+      return c;
+    }
+    case YAML::NodeType::Map: {
+      ConfigNode c = ConfigNode::map(loc);
+      std::set<std::string> seen;
+      for (const auto& kv : n) {
+        if (!kv.first.IsScalar())
+          throw ConfigError(loc_of(kv.first, file), "a map key must be a plain name");
+        const std::string key = kv.first.Scalar();
+        if (!seen.insert(key).second)
+          throw ConfigError(loc_of(kv.first, file), "duplicate key '" + key + "'");
+        ConfigNode value = convert(kv.second, file);
+        if (value.is_null()) value = ConfigNode::null_at(loc_of(kv.first, file));
+        value.set_key_loc(loc_of(kv.first, file));
+        c.set(key, std::move(value));
+      }
+      return c;
+    }
+  }
+  return ConfigNode();
+}
+
+ConfigNode parse_yaml(const std::string& text, const std::string& name) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    return convert(root, name);
+  } catch (const YAML::Exception& e) {
+    SourceLoc loc{name, e.mark.is_null() ? 0 : e.mark.line + 1,
+                  e.mark.is_null() ? 0 : e.mark.column + 1};
+    throw ConfigError(loc, "YAML syntax error: " + e.msg);
+  }
+}
+
+ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack) {
+  std::error_code ec;
+  fs::path canon = fs::weakly_canonical(path, ec);
+  if (ec) canon = path;
+  for (const auto& p : stack)
+    if (p == canon) throw ConfigError(SourceLoc{path.string()}, "include cycle: this file includes itself");
+  std::ifstream in(path);
+  if (!in) throw InputError(path.string() + ": cannot open config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  ConfigNode doc = parse_yaml(ss.str(), path.string());
+  if (doc.is_null()) return ConfigNode::map(SourceLoc{path.string(), 1, 1});
+  if (!doc.is_map())
+    throw ConfigError(doc.loc(), "a config file must be a map of keys, found " + doc.kind_name());
+
+  ConfigNode result = ConfigNode::map(doc.loc());
+  if (const ConfigNode* inc = doc.find("include")) {
+    std::vector<const ConfigNode*> files;
+    if (inc->is_scalar()) files.push_back(inc);
+    else if (inc->is_sequence())
+      for (const auto& item : inc->items()) files.push_back(&item);
+    else
+      throw ConfigError(inc->loc(), "'include' expects a file name or a list of file names");
+    stack.push_back(canon);
+    for (const ConfigNode* f : files) {
+      if (!f->is_scalar())
+        throw ConfigError(f->loc(), "'include' expects file names, found " + f->kind_name());
+      fs::path target = path.parent_path() / f->text();
+      if (!fs::exists(target))
+        throw ConfigError(f->loc(), "included file '" + f->text() + "' not found (looked for " +
+                                        target.string() + ")");
+      result.merge_from(load_with_includes(target, stack));
+    }
+    stack.pop_back();
+    doc.erase("include");
+  }
+  result.merge_from(doc);
+  return result;
+}
+
+}  // namespace
+
+ConfigNode parse_config_text(const std::string& text, const std::string& name) {
+  ConfigNode n = parse_yaml(text, name);
+  if (n.is_null()) return ConfigNode::map(SourceLoc{name, 1, 1});
+  return n;
+}
+
+ConfigNode load_config_file(const std::string& path) {
+  std::vector<fs::path> stack;
+  return load_with_includes(fs::path(path), stack);
+}
+
+void apply_override(ConfigNode& root, const std::string& assignment) {
+  const SourceLoc loc{"-p " + assignment};
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError(loc, "an override must look like key.path=value");
+  const std::string path = assignment.substr(0, eq);
+  const std::string value = assignment.substr(eq + 1);
+  ConfigNode* node = &root;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (key.empty()) throw ConfigError(loc, "empty key in override path '" + path + "'");
+    if (!node->is_map() && !node->is_null())
+      throw ConfigError(loc, "'" + path.substr(0, start ? start - 1 : 0) + "' is " +
+                                 node->kind_name() + ", not a map, so it has no key '" + key + "'");
+    if (dot == std::string::npos) {
+      ConfigNode* existing = node->find(key);
+      // A value like {value: 2MiB, provenance: ...} keeps its provenance; only the value changes.
+      if (existing && existing->is_map() && existing->find("value")) {
+        existing->set("value", ConfigNode::scalar(value, loc));
+        existing->set("provenance", ConfigNode::scalar("override", loc));
+      } else {
+        node->set(key, ConfigNode::scalar(value, loc));
+      }
+      return;
+    }
+    ConfigNode* next = node->find(key);
+    if (!next) next = &node->set(key, ConfigNode::map(loc));
+    node = next;
+    start = dot + 1;
+  }
+}
+
+std::string default_config_path() {
+  if (const char* env = std::getenv("VSPYRE_CONFIG"); env && *env) return env;
+  return std::string(VSPYRE_DEFAULT_CONFIG_DIR) + "/spyre.yaml";
+}
+
+}  // namespace vspyre

@@ -1,0 +1,270 @@
+#include "sim/engine/params.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace vspyre {
+
+std::string_view provenance_name(Provenance p) {
+  switch (p) {
+    case Provenance::Datasheet: return "datasheet";
+    case Provenance::Measured: return "measured";
+    case Provenance::Derived: return "derived";
+    case Provenance::Estimate: return "estimate";
+    case Provenance::Override: return "override";
+  }
+  return "?";
+}
+
+std::optional<Provenance> provenance_from_name(std::string_view s) {
+  for (auto p : {Provenance::Datasheet, Provenance::Measured, Provenance::Derived,
+                 Provenance::Estimate, Provenance::Override})
+    if (provenance_name(p) == s) return p;
+  return std::nullopt;
+}
+
+std::string_view param_kind_name(ParamKind k) {
+  switch (k) {
+    case ParamKind::Int: return "integer";
+    case ParamKind::Real: return "number";
+    case ParamKind::Bool: return "boolean";
+    case ParamKind::String: return "string";
+    case ParamKind::Choice: return "choice";
+    case ParamKind::Size: return "size";
+    case ParamKind::Frequency: return "frequency";
+    case ParamKind::Time: return "time";
+    case ParamKind::Bandwidth: return "bandwidth";
+  }
+  return "?";
+}
+
+namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t sub = prev[j - 1] + (std::tolower(a[i - 1]) == std::tolower(b[j - 1]) ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::optional<std::string> did_you_mean(std::string_view word,
+                                        const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  // Near means: at most a third of the word changed, and at least one edit allowed.
+  if (best && best_d <= std::max<size_t>(1, (word.size() + 2) / 3)) return best;
+  return std::nullopt;
+}
+
+ParamReader::ParamReader(const ConfigNode* node, std::string where, std::string prefix)
+    : m_node(node), m_where(std::move(where)), m_prefix(std::move(prefix)) {
+  if (m_node && m_node->is_null()) m_node = nullptr;
+  if (m_node && !m_node->is_map())
+    throw ConfigError(m_node->loc(), "'" + m_where + "' expects a map of parameters, found " +
+                                         m_node->kind_name());
+}
+
+void ParamReader::fail(const ConfigNode& at, std::string_view key, const std::string& why) const {
+  throw ConfigError(at.loc(), m_where + "." + std::string(key) + ": " + why);
+}
+
+const ConfigNode* ParamReader::lookup(std::string_view key, ParamKind kind, std::string default_text,
+                                      const ParamInfo& info, std::vector<std::string> choices) {
+  ParamSpec spec;
+  spec.path = m_prefix + std::string(key);
+  spec.kind = kind;
+  spec.default_text = std::move(default_text);
+  spec.description = std::string(info.description);
+  spec.provenance = info.provenance;
+  spec.source = std::string(info.source);
+  spec.choices = std::move(choices);
+  const ConfigNode* value = m_node ? m_node->find(key) : nullptr;
+  if (value && value->is_null()) fail(*value, key, "no value given (expected a " +
+                                                       std::string(param_kind_name(kind)) + ")");
+  if (value && value->is_map()) {
+    // Long form: {value: 2MiB, provenance: datasheet, source: "..."}.
+    const ConfigNode* v = value->find("value");
+    if (!v) fail(*value, key, "a parameter given as a map needs a 'value' key");
+    for (const auto& [k, sub] : value->entries()) {
+      if (k == "value") continue;
+      if (k == "provenance") {
+        auto p = sub.is_scalar() ? provenance_from_name(sub.text()) : std::nullopt;
+        if (!p)
+          throw ConfigError(sub.loc(), m_where + "." + std::string(key) +
+                                           ".provenance: expected one of datasheet, measured, "
+                                           "derived, estimate, override");
+        spec.value_provenance = p;
+      } else if (k == "source") {
+        spec.value_source = sub.text();
+      } else {
+        std::string msg = "unknown key '" + k + "' in a parameter (expected value, provenance, source)";
+        if (auto s = did_you_mean(k, {"value", "provenance", "source"})) msg += "; did you mean '" + *s + "'?";
+        throw ConfigError(sub.loc(), m_where + "." + std::string(key) + ": " + msg);
+      }
+    }
+    value = v;
+  }
+  if (value && !value->is_scalar())
+    fail(*value, key, "expected a " + std::string(param_kind_name(kind)) + ", found " + value->kind_name());
+  if (value) spec.value_text = value->text();
+  m_specs.push_back(std::move(spec));
+  return value;
+}
+
+int64_t ParamReader::get_int(std::string_view key, int64_t def, ParamInfo info, int64_t min, int64_t max) {
+  const ConfigNode* v = lookup(key, ParamKind::Int, std::to_string(def), info);
+  if (!v) return def;
+  const std::string& t = v->text();
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(t.c_str(), &end, 0);
+  if (t.empty() || end != t.c_str() + t.size() || errno == ERANGE)
+    fail(*v, key, "expected an integer, found '" + t + "'");
+  if (x < min || x > max)
+    fail(*v, key, "value " + t + " out of range [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+  return x;
+}
+
+double ParamReader::get_real(std::string_view key, double def, ParamInfo info) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", def);
+  const ConfigNode* v = lookup(key, ParamKind::Real, buf, info);
+  if (!v) return def;
+  const std::string& t = v->text();
+  char* end = nullptr;
+  const double x = std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(x))
+    fail(*v, key, "expected a number, found '" + t + "'");
+  return x;
+}
+
+bool ParamReader::get_bool(std::string_view key, bool def, ParamInfo info) {
+  const ConfigNode* v = lookup(key, ParamKind::Bool, def ? "true" : "false", info);
+  if (!v) return def;
+  const std::string& t = v->text();
+  if (t == "true" || t == "yes" || t == "on") return true;
+  if (t == "false" || t == "no" || t == "off") return false;
+  fail(*v, key, "expected true or false, found '" + t + "'");
+}
+
+std::string ParamReader::get_string(std::string_view key, std::string_view def, ParamInfo info) {
+  const ConfigNode* v = lookup(key, ParamKind::String, std::string(def), info);
+  return v ? v->text() : std::string(def);
+}
+
+std::string ParamReader::get_choice(std::string_view key, std::string_view def,
+                                    const std::vector<std::string>& choices, ParamInfo info) {
+  const ConfigNode* v = lookup(key, ParamKind::Choice, std::string(def), info, choices);
+  if (!v) return std::string(def);
+  if (std::find(choices.begin(), choices.end(), v->text()) != choices.end()) return v->text();
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+  std::string msg = "'" + v->text() + "' is not one of: " + list;
+  if (auto s = did_you_mean(v->text(), choices)) msg += "; did you mean '" + *s + "'?";
+  fail(*v, key, msg);
+}
+
+uint64_t ParamReader::get_size(std::string_view key, std::string_view def, ParamInfo info) {
+  const ConfigNode* v = lookup(key, ParamKind::Size, std::string(def), info);
+  std::string why;
+  auto r = parse_size(v ? v->text() : def, &why);
+  if (!r) {
+    if (!v) throw std::logic_error("bad default for " + m_where + "." + std::string(key) + ": " + why);
+    fail(*v, key, why);
+  }
+  return *r;
+}
+
+double ParamReader::get_frequency(std::string_view key, std::string_view def, ParamInfo info) {
+  const ConfigNode* v = lookup(key, ParamKind::Frequency, std::string(def), info);
+  std::string why;
+  auto r = parse_frequency(v ? v->text() : def, &why);
+  if (!r) {
+    if (!v) throw std::logic_error("bad default for " + m_where + "." + std::string(key) + ": " + why);
+    fail(*v, key, why);
+  }
+  return *r;
+}
+
+TimeValue ParamReader::get_time(std::string_view key, std::string_view def, ParamInfo info) {
+  const ConfigNode* v = lookup(key, ParamKind::Time, std::string(def), info);
+  std::string why;
+  auto r = parse_time(v ? v->text() : def, &why);
+  if (!r) {
+    if (!v) throw std::logic_error("bad default for " + m_where + "." + std::string(key) + ": " + why);
+    fail(*v, key, why);
+  }
+  return *r;
+}
+
+double ParamReader::get_bandwidth(std::string_view key, std::string_view def, ParamInfo info) {
+  const ConfigNode* v = lookup(key, ParamKind::Bandwidth, std::string(def), info);
+  std::string why;
+  auto r = parse_bandwidth(v ? v->text() : def, &why);
+  if (!r) {
+    if (!v) throw std::logic_error("bad default for " + m_where + "." + std::string(key) + ": " + why);
+    fail(*v, key, why);
+  }
+  return *r;
+}
+
+ParamReader& ParamReader::group(std::string_view key, std::string_view description) {
+  auto it = m_groups.find(key);
+  if (it != m_groups.end()) return *it->second;
+  (void)description;
+  const ConfigNode* sub = m_node ? m_node->find(key) : nullptr;
+  auto reader = std::make_unique<ParamReader>(sub, m_where + "." + std::string(key),
+                                              m_prefix + std::string(key) + ".");
+  m_group_order.emplace_back(key);
+  return *m_groups.emplace(std::string(key), std::move(reader)).first->second;
+}
+
+void ParamReader::check_unknown_keys() const {
+  if (m_node) {
+    std::vector<std::string> known;
+    for (const auto& s : m_specs) known.push_back(s.path.substr(m_prefix.size()));
+    for (const auto& g : m_group_order) known.push_back(g);
+    for (const auto& c : m_claimed) known.push_back(c);
+    for (const auto& [k, v] : m_node->entries()) {
+      if (std::find(known.begin(), known.end(), k) != known.end()) continue;
+      std::string msg = "unknown key '" + k + "' in " + m_where;
+      if (auto s = did_you_mean(k, known)) msg += "; did you mean '" + *s + "'?";
+      std::vector<std::string> sorted = known;
+      std::sort(sorted.begin(), sorted.end());
+      std::string list;
+      for (const auto& x : sorted) list += (list.empty() ? "" : ", ") + x;
+      msg += " (expected one of: " + list + ")";
+      throw ConfigError(v.key_loc().line ? v.key_loc() : m_node->loc(), msg);
+    }
+  }
+  for (const auto& g : m_group_order) m_groups.find(g)->second->check_unknown_keys();
+}
+
+std::vector<ParamSpec> ParamReader::all_specs() const {
+  std::vector<ParamSpec> out = m_specs;
+  for (const auto& g : m_group_order) {
+    auto sub = m_groups.find(g)->second->all_specs();
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
+}  // namespace vspyre

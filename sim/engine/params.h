@@ -1,0 +1,97 @@
+// Parameters, declared where they are read. A component asks its ParamReader for each value with
+// the value's default, unit kind, description and provenance in the same call, so `vspyre
+// describe` prints exactly what the code reads, and any key in the config that no code asked for
+// is reported as unknown (with a did-you-mean) instead of being silently ignored.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/engine/config.h"
+#include "sim/engine/units.h"
+
+namespace vspyre {
+
+enum class Provenance { Datasheet, Measured, Derived, Estimate, Override };
+std::string_view provenance_name(Provenance p);
+std::optional<Provenance> provenance_from_name(std::string_view s);
+
+enum class ParamKind { Int, Real, Bool, String, Choice, Size, Frequency, Time, Bandwidth };
+std::string_view param_kind_name(ParamKind k);
+
+struct ParamSpec {
+  std::string path;  // relative to the component, e.g. "lx.size"
+  ParamKind kind = ParamKind::Int;
+  std::string default_text;
+  std::string description;
+  Provenance provenance = Provenance::Estimate;
+  std::string source;                // where the default comes from, optional
+  std::vector<std::string> choices;  // for Choice
+  // Filled when a config supplied the value.
+  std::optional<std::string> value_text;
+  std::optional<Provenance> value_provenance;
+  std::string value_source;
+};
+
+// Declaration-time metadata for one parameter read.
+struct ParamInfo {
+  std::string_view description;
+  Provenance provenance = Provenance::Estimate;
+  std::string_view source = {};
+};
+
+class ParamReader {
+ public:
+  // `node` may be null (all defaults). `where` names the component for messages ("card.core_3").
+  ParamReader(const ConfigNode* node, std::string where, std::string prefix = "");
+
+  int64_t get_int(std::string_view key, int64_t def, ParamInfo info, int64_t min = INT64_MIN,
+                  int64_t max = INT64_MAX);
+  double get_real(std::string_view key, double def, ParamInfo info);
+  bool get_bool(std::string_view key, bool def, ParamInfo info);
+  std::string get_string(std::string_view key, std::string_view def, ParamInfo info);
+  std::string get_choice(std::string_view key, std::string_view def,
+                         const std::vector<std::string>& choices, ParamInfo info);
+  uint64_t get_size(std::string_view key, std::string_view def, ParamInfo info);
+  double get_frequency(std::string_view key, std::string_view def, ParamInfo info);
+  TimeValue get_time(std::string_view key, std::string_view def, ParamInfo info);
+  double get_bandwidth(std::string_view key, std::string_view def, ParamInfo info);
+
+  // A nested group of parameters ("lx: {size: 2MiB}"); its keys are checked like ours.
+  ParamReader& group(std::string_view key, std::string_view description);
+
+  // Keys the component handles itself (child components, `type`, `count`).
+  void claim(std::string_view key) { m_claimed.insert(std::string(key)); }
+  // Throws ConfigError for the first key in the config that nothing read or claimed.
+  void check_unknown_keys() const;
+
+  const std::vector<ParamSpec>& specs() const { return m_specs; }
+  // All specs, this group's and nested groups', with full relative paths.
+  std::vector<ParamSpec> all_specs() const;
+  const std::string& where() const { return m_where; }
+  const ConfigNode* node() const { return m_node; }
+
+ private:
+  // Returns the scalar text supplied for `key`, recording the spec. Null when defaulted.
+  const ConfigNode* lookup(std::string_view key, ParamKind kind, std::string default_text,
+                           const ParamInfo& info, std::vector<std::string> choices = {});
+  [[noreturn]] void fail(const ConfigNode& at, std::string_view key, const std::string& why) const;
+
+  const ConfigNode* m_node;
+  std::string m_where;
+  std::string m_prefix;
+  std::vector<ParamSpec> m_specs;
+  std::set<std::string> m_claimed;
+  std::map<std::string, std::unique_ptr<ParamReader>, std::less<>> m_groups;
+  std::vector<std::string> m_group_order;
+};
+
+// Edit distance based suggestion: the candidate nearest to `word`, if near enough.
+std::optional<std::string> did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace vspyre

@@ -1,0 +1,88 @@
+#include "sim/engine/simulation.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "sim/engine/error.h"
+
+namespace vspyre {
+
+std::string version_string() {
+  return std::string("vspyre ") + VSPYRE_VERSION + " (SystemC " + sc_core::sc_release() + ")";
+}
+
+ConfigNode resolve_config(const SimOptions& opts) {
+  ConfigNode root = opts.config_file.empty() ? ConfigNode::map(SourceLoc{"<defaults>"})
+                                             : load_config_file(opts.config_file);
+  for (const auto& o : opts.overrides) apply_override(root, o);
+  return root;
+}
+
+Simulation::Simulation(ConfigNode config, bool trace_all)
+    : m_config(std::move(config)), m_trace_all(trace_all), m_trace(std::make_unique<TraceWriter>()) {
+  ParamReader top(&m_config, "config");
+  top.claim("card");
+  ParamReader& simp = top.group("sim", "simulation-wide settings");
+  m_quantum_ps = simp.get_time("quantum", "200ns",
+                               {"temporal-decoupling quantum: how far a model may run ahead of the others",
+                                Provenance::Override})
+                     .value;
+  m_seed = static_cast<uint64_t>(simp.get_int("seed", 1, {"seed for every random choice", Provenance::Override}, 0));
+  top.check_unknown_keys();
+
+  const ConfigNode* card = m_config.find("card");
+  if (card && !card->is_map() && !card->is_null())
+    throw ConfigError(card->loc(), "card: expected a map describing the card, found " + card->kind_name());
+  if (card && card->is_null()) card = nullptr;
+  std::string type = "Card";
+  if (card && card->find("type")) type = card->find("type")->text();
+  const ComponentType* ct = Registry::instance().find(type);
+  if (!ct) {
+    std::string msg = "card.type: unknown component type '" + type + "'";
+    if (auto s = did_you_mean(type, Registry::instance().names())) msg += "; did you mean '" + *s + "'?";
+    throw ConfigError(card->find("type")->loc(), msg);
+  }
+  sc_core::sc_get_curr_simcontext();  // make sure the kernel exists before modules do
+  BuildContext ctx{*this, card, type, "card", -1};
+  m_top = ct->make("card", ctx);
+  m_top->params().check_unknown_keys();
+}
+
+Simulation::~Simulation() = default;
+
+bool Simulation::trace_enabled_for(const ConfigNode*) const { return m_trace_all; }
+
+std::vector<const Component*> Simulation::components() const {
+  std::vector<const Component*> out;
+  std::vector<const Component*> stack{m_top.get()};
+  while (!stack.empty()) {
+    const Component* c = stack.back();
+    stack.pop_back();
+    out.push_back(c);
+    for (auto it = c->children().rbegin(); it != c->children().rend(); ++it) stack.push_back(it->get());
+  }
+  return out;
+}
+
+void Simulation::write_outputs(const std::string& dir, const nlohmann::json& extra) const {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw InputError(dir + ": cannot create output directory: " + ec.message());
+  {
+    std::ofstream out(dir + "/config.resolved.yaml");
+    if (!out) throw InputError(dir + "/config.resolved.yaml: cannot write");
+    out << "# Fully resolved configuration, written by " << version_string() << "\n" << m_config.to_yaml();
+  }
+  {
+    nlohmann::json j = m_stats.to_json();
+    j["vspyre"] = {{"version", VSPYRE_VERSION}, {"systemc", sc_core::sc_release()}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
+    std::ofstream out(dir + "/stats.json");
+    if (!out) throw InputError(dir + "/stats.json: cannot write");
+    out << j.dump(1) << "\n";
+  }
+  if (m_trace && m_trace->event_count() > 0) m_trace->write(dir + "/trace.json");
+}
+
+}  // namespace vspyre

@@ -1,0 +1,61 @@
+// One simulation: a resolved config, the card built from it, the stats tree and the trace.
+// SystemC allows one elaboration per process; a Simulation is meant to be the only one alive.
+#pragma once
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/engine/component.h"
+#include "sim/engine/config.h"
+#include "sim/engine/stats.h"
+#include "sim/engine/trace.h"
+
+namespace vspyre {
+
+struct SimOptions {
+  std::string config_file;              // empty: built-in defaults only
+  std::vector<std::string> overrides;   // "-p a.b=c"
+  bool trace_all = false;               // --trace: every component records
+  uint64_t seed = 1;
+};
+
+// Loads config_file (if any) and applies the overrides.
+ConfigNode resolve_config(const SimOptions& opts);
+
+class Simulation {
+ public:
+  // Builds the top component (`card:` in the config) and binds it. Throws ConfigError on bad input.
+  explicit Simulation(ConfigNode config, bool trace_all = false);
+  ~Simulation();
+
+  Component& top() { return *m_top; }
+  template <class T>
+  T& top_as() { return dynamic_cast<T&>(*m_top); }
+  StatsRegistry& stats() { return m_stats; }
+  TraceWriter* trace() { return m_trace.get(); }
+  const ConfigNode& config() const { return m_config; }
+  // Simulation-wide knobs under `sim:`.
+  double quantum_ps() const { return m_quantum_ps; }
+  uint64_t seed() const { return m_seed; }
+
+  // Whether the component at `path` records trace events: --trace, or `trace: true` in its config.
+  bool trace_enabled_for(const ConfigNode* node) const;
+  // Every component's parameters, in build order, for `describe`.
+  std::vector<const Component*> components() const;
+  // Writes config.resolved.yaml, stats.json and (if tracing) trace.json into `dir`.
+  void write_outputs(const std::string& dir, const nlohmann::json& extra = {}) const;
+
+ private:
+  ConfigNode m_config;
+  bool m_trace_all;
+  double m_quantum_ps = 1e6;
+  uint64_t m_seed = 1;
+  StatsRegistry m_stats;
+  std::unique_ptr<TraceWriter> m_trace;
+  std::unique_ptr<Component> m_top;
+};
+
+std::string version_string();
+
+}  // namespace vspyre

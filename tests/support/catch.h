@@ -1,0 +1,11 @@
+// One include for Catch2 2.x (Debian 12) and 3.x (Debian 13).
+#pragma once
+#if VSPYRE_CATCH_MAJOR >= 3
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_session.hpp>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#else
+#include <catch2/catch.hpp>
+#endif
+using Catch::Approx;

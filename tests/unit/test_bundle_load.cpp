@@ -1,0 +1,203 @@
+#include "catch.h"
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "sim/bundle/bundle.h"
+
+namespace fs = std::filesystem;
+using namespace vspyre::bundle;
+
+namespace {
+
+const fs::path k_data = fs::path(VSPYRE_SHARED_DIR) / "spyre" / "data";
+
+#if defined(SKIP)
+#define BUNDLE_REQUIRE_DATA() \
+  if (!fs::is_directory(k_data)) SKIP("spyre data folder absent: " << k_data.string())
+#else
+#define BUNDLE_REQUIRE_DATA()                                             \
+  if (!fs::is_directory(k_data)) {                                        \
+    WARN("skipped: spyre data folder absent: " << k_data.string());       \
+    return;                                                               \
+  }
+#endif
+
+// A bundle directory assembled in a temp dir from the shared spyrecli_<kernel>_* files; removed
+// on destruction. The shared data is never copied into the repository.
+class TempBundle {
+ public:
+  TempBundle(const std::string& kernel, int num_sdscs) {
+    static std::atomic<int> counter{0};
+    m_dir = fs::temp_directory_path() /
+            ("vspyre_bundle_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(m_dir);
+    fs::copy_file(k_data / ("spyrecli_" + kernel + "_bundle.mlir"), m_dir / "bundle.mlir");
+    for (int i = 0; i < num_sdscs; ++i)
+      fs::copy_file(k_data / ("spyrecli_" + kernel + "_sdsc_" + std::to_string(i) + ".json"),
+                    m_dir / ("sdsc_" + std::to_string(i) + ".json"));
+  }
+  ~TempBundle() {
+    std::error_code ec;
+    fs::remove_all(m_dir, ec);
+  }
+  const fs::path& dir() const { return m_dir; }
+  std::string read(const std::string& f) const { return read_text_file(m_dir / f, f); }
+  void write(const std::string& f, const std::string& text) const {
+    std::ofstream(m_dir / f, std::ios::binary | std::ios::trunc) << text;
+  }
+
+ private:
+  fs::path m_dir;
+};
+
+std::string load_error(const fs::path& dir, const Bindings* bindings = nullptr) {
+  try {
+    LoadedBundle lb = load_bundle(dir);
+    if (bindings) resolve(lb, *bindings);
+  } catch (const LoadError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+constexpr uint64_t k_gib = 1ull << 30;
+
+}  // namespace
+
+TEST_CASE("bundle: every real bundle directory loads and resolves", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  struct Case {
+    const char* kernel;
+    int sdscs;
+    size_t args, executions;
+  } cases[] = {
+      {"add_3d", 1, 3, 1}, {"bmm", 1, 3, 1}, {"mean_keepdim", 1, 2, 1}, {"mm", 1, 3, 1}, {"softmax", 6, 2, 6},
+  };
+  for (const auto& c : cases) {
+    INFO(c.kernel);
+    TempBundle tb(c.kernel, c.sdscs);
+    LoadedBundle lb = load_bundle(tb.dir());
+    CHECK(lb.sdscs.size() == static_cast<size_t>(c.sdscs));
+    REQUIRE(lb.bundle.args.size() == c.args);
+    Bindings b;
+    for (size_t i = 0; i < c.args; ++i) b.args.push_back((i + 1) * k_gib);
+    auto plan = resolve(lb, b);
+    REQUIRE(plan.size() == c.executions);
+    for (const auto& r : plan) {
+      REQUIRE(r.sdsc);
+      CHECK(r.addresses.size() == r.sdsc->allocations.size());
+    }
+  }
+}
+
+TEST_CASE("bundle: add_3d core addresses follow the stick-tiled layout", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  TempBundle tb("add_3d", 1);
+  LoadedBundle lb = load_bundle(tb.dir() / "bundle.mlir");
+  auto plan = resolve(lb, Bindings{{1 * k_gib, 2 * k_gib, 3 * k_gib}, 0});
+  REQUIRE(plan.size() == 1);
+  const auto& r = plan[0];
+  for (uint64_t c = 0; c < 32; ++c) {
+    uint64_t off = (c % 4) * 64 * 4096 + (c / 4) * 512;  // formats.md B.5 worked example
+    CHECK(r.addresses[0][c] == 1 * k_gib + off);
+    CHECK(r.addresses[1][c] == 2 * k_gib + off);
+    CHECK(r.addresses[2][c] == 3 * k_gib + off);
+  }
+}
+
+TEST_CASE("bundle: softmax resolves HBM ends and LX intermediates", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  TempBundle tb("softmax", 6);
+  LoadedBundle lb = load_bundle(tb.dir());
+  auto plan = resolve(lb, Bindings{{4 * k_gib, 5 * k_gib}, 0});
+  REQUIRE(plan.size() == 6);
+  CHECK(plan[0].exec.sdsc_file == "sdsc_0.json");
+  CHECK(plan[0].sdsc->allocations[0].placement == Placement::hbm);
+  CHECK(plan[0].addresses[0][7] == 4 * k_gib + 7 * 2048);
+  CHECK(plan[0].addresses[1][7] == 2048);  // LX offset
+  CHECK(plan[2].addresses[2][31] == 34816);
+  CHECK(plan[5].exec.symbols.size() == 32);
+  CHECK(plan[5].addresses[2][31] == 5 * k_gib + 31 * 2048);
+}
+
+TEST_CASE("bundle: bundle-level errors name bundle.mlir:line or the SDSC", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  SECTION("missing sdsc file") {
+    TempBundle tb("softmax", 6);
+    fs::remove(tb.dir() / "sdsc_3.json");
+    std::string msg = load_error(tb.dir());
+    CHECK(msg.find("bundle.mlir:") == 0);
+    CHECK(msg.find("sdsc file 'sdsc_3.json' not found") != std::string::npos);
+  }
+  SECTION("missing bundle.mlir") {
+    TempBundle tb("mm", 1);
+    fs::remove(tb.dir() / "bundle.mlir");
+    CHECK(load_error(tb.dir()).find("bundle.mlir: file") == 0);
+  }
+  SECTION("symbol bound but unused") {
+    TempBundle tb("softmax", 6);
+    std::string t = tb.read("bundle.mlir");
+    const std::string needle = "sdsc_execute () {sdsc_filename=\"sdsc_1.json\", \"symbol_ids\"=[]}";
+    auto p = t.find(needle);
+    REQUIRE(p != std::string::npos);
+    t.replace(p, needle.size(), "sdsc_execute (%arg_0) {sdsc_filename=\"sdsc_1.json\", \"symbol_ids\"=[-99]}");
+    tb.write("bundle.mlir", t);
+    std::string msg = load_error(tb.dir());
+    CHECK(msg.find("bundle.mlir:") == 0);
+    CHECK(msg.find("symbol mismatch: symbol -99 is bound but 'sdsc_1.json' never uses it") != std::string::npos);
+  }
+  SECTION("symbol used but not bound") {
+    TempBundle tb("mm", 1);
+    std::string t = tb.read("bundle.mlir");
+    auto p = t.find(", -44]");
+    REQUIRE(p != std::string::npos);
+    t.replace(p, 6, "]");
+    auto q = t.rfind(", %arg_2_core_", t.find("{sdsc_filename"));
+    t.erase(q, t.find(')', q) - q);
+    tb.write("bundle.mlir", t);
+    std::string msg = load_error(tb.dir());
+    CHECK(msg.find("bundle.mlir:") == 0);
+    CHECK(msg.find("symbol mismatch: 'sdsc_0.json' uses symbol -44") != std::string::npos);
+  }
+  SECTION("misaligned bound address") {
+    TempBundle tb("bmm", 1);
+    Bindings b{{k_gib + 64, 2 * k_gib, 3 * k_gib}, 0};
+    std::string msg = load_error(tb.dir(), &b);
+    CHECK(msg.find("sdsc_0.json: /0_batchmatmul/dscs_/0/batchmatmul/scheduleTree_/0") == 0);
+    CHECK(msg.find("not aligned to the 128-byte stick") != std::string::npos);
+  }
+  SECTION("argument count") {
+    TempBundle tb("bmm", 1);
+    Bindings b{{k_gib}, 0};
+    CHECK(load_error(tb.dir(), &b).find("3 arguments but 1 values") != std::string::npos);
+  }
+  SECTION("invalid SDSC inside a bundle") {
+    TempBundle tb("softmax", 6);
+    std::string t = tb.read("sdsc_4.json");
+    tb.write("sdsc_4.json", t.substr(0, t.size() / 2));
+    CHECK(load_error(tb.dir()).find("sdsc_4.json: /: invalid JSON") == 0);
+  }
+}
+
+TEST_CASE("bundle: in-memory loading matches the directory loader", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  std::map<std::string, std::string> sdscs;
+  for (int i = 0; i < 6; ++i)
+    sdscs["sdsc_" + std::to_string(i) + ".json"] =
+        read_text_file(k_data / ("spyrecli_softmax_sdsc_" + std::to_string(i) + ".json"), "x");
+  std::string mlir = read_text_file(k_data / "spyrecli_softmax_bundle.mlir", "x");
+  LoadedBundle lb = load_bundle_from_memory(mlir, "bundle.mlir", sdscs);
+  CHECK(lb.sdscs.size() == 6);
+  CHECK(resolve(lb, Bindings{{k_gib, 2 * k_gib}, 0}).size() == 6);
+  sdscs.erase("sdsc_2.json");
+  try {
+    load_bundle_from_memory(mlir, "bundle.mlir", sdscs);
+    FAIL("expected LoadError");
+  } catch (const LoadError& e) {
+    CHECK(std::string(e.what()).find("sdsc file 'sdsc_2.json' not found") != std::string::npos);
+  }
+}

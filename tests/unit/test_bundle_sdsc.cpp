@@ -1,0 +1,318 @@
+#include "catch.h"
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/bundle/bundle.h"
+
+namespace fs = std::filesystem;
+using namespace vspyre::bundle;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+const fs::path k_data = fs::path(VSPYRE_SHARED_DIR) / "spyre" / "data";
+
+#if defined(SKIP)
+#define BUNDLE_REQUIRE_DATA() \
+  if (!fs::is_directory(k_data)) SKIP("spyre data folder absent: " << k_data.string())
+#else
+#define BUNDLE_REQUIRE_DATA()                                             \
+  if (!fs::is_directory(k_data)) {                                        \
+    WARN("skipped: spyre data folder absent: " << k_data.string());       \
+    return;                                                               \
+  }
+#endif
+
+std::string text_of(const std::string& name) { return read_text_file(k_data / name, name); }
+
+Sdsc load(const std::string& name, const CardLimits& limits = {}) {
+  return parse_sdsc_json(text_of(name), name, limits);
+}
+
+// The compute descriptor object inside an SDSC: dscs_[0][<op>].
+Json& dsc(Json& j) {
+  Json& sd = j.begin().value();
+  return sd["dscs_"][0].begin().value();
+}
+
+std::string error_of(const std::string& text, const std::string& name, const CardLimits& limits = {}) {
+  try {
+    parse_sdsc_json(text, name, limits);
+  } catch (const LoadError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("bundle: every real SDSC loads", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  struct Case {
+    const char* file;
+    const char* key;
+    const char* op;
+    ExUnit unit;
+    uint32_t cores;
+    size_t tensors, symbols;
+  } cases[] = {
+      {"spyrecli_add_3d_sdsc_0.json", "0_add", "add", ExUnit::sfp, 32, 3, 96},
+      {"spyrecli_bmm_sdsc_0.json", "0_batchmatmul", "batchmatmul", ExUnit::pt, 8, 3, 24},
+      {"spyrecli_mean_keepdim_sdsc_0.json", "0_mean", "mean", ExUnit::sfp, 32, 2, 64},
+      {"spyrecli_mm_sdsc_0.json", "0_batchmatmul", "batchmatmul", ExUnit::pt, 32, 3, 44},
+      {"spyrecli_softmax_sdsc_0.json", "0_identity", "identity", ExUnit::sfp, 32, 2, 32},
+      {"spyrecli_softmax_sdsc_1.json", "1_max", "max", ExUnit::sfp, 32, 2, 0},
+      {"spyrecli_softmax_sdsc_2.json", "2_sub", "sub", ExUnit::sfp, 32, 3, 0},
+      {"spyrecli_softmax_sdsc_3.json", "3_exp", "exp", ExUnit::sfp, 32, 2, 0},
+      {"spyrecli_softmax_sdsc_4.json", "4_sum", "sum", ExUnit::sfp, 32, 2, 0},
+      {"spyrecli_softmax_sdsc_5.json", "5_realdiv", "realdiv", ExUnit::sfp, 32, 3, 32},
+  };
+  for (const auto& c : cases) {
+    INFO(c.file);
+    Sdsc s = load(c.file);
+    CHECK(s.key == c.key);
+    CHECK(s.dsc_name == c.op);
+    REQUIRE(s.compute_ops.size() == 1);
+    CHECK(s.compute_ops[0].op_func_name == c.op);
+    CHECK(s.compute_ops[0].ex_unit == c.unit);
+    CHECK(s.compute_ops[0].data_format == DataFormat::sen169_fp16);
+    CHECK(s.num_cores == c.cores);
+    CHECK(s.core_ids.size() == c.cores);
+    CHECK(s.labeled_ds.size() == c.tensors);
+    CHECK(s.allocations.size() == c.tensors);
+    CHECK(s.symbols.size() == c.symbols);
+    CHECK(s.raw.is_object());
+    for (uint32_t core : s.core_ids) {
+      REQUIRE(s.core_schedule.at(core).size() == 1);
+      CHECK(s.core_schedule.at(core)[0].dl_dsc == 0);
+      CHECK(s.core_schedule.at(core)[0].data_dsc == -1);
+    }
+  }
+}
+
+TEST_CASE("bundle: work division and sizes of the mm SDSC", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  Sdsc s = load("spyrecli_mm_sdsc_0.json");
+  REQUIRE(s.slices_per_dim.size() == 3);
+  CHECK(s.slices_per_dim[0] == std::pair<std::string, uint32_t>{"mb", 8});
+  CHECK(s.slices_per_dim[1] == std::pair<std::string, uint32_t>{"out", 4});
+  CHECK(s.n_of("in") == 1024);
+  CHECK(s.ss_of("mb") == 64);
+  CHECK(s.el_of("out") == 64);
+  // First key varies fastest over core ids.
+  CHECK(s.core_slice.at(13).at("mb") == 5);
+  CHECK(s.core_slice.at(13).at("out") == 1);
+  CHECK(s.primary_ds_info.at("KERNEL").stick_dim_order == std::vector<std::string>{"out"});
+  CHECK(s.primary_ds_info.at("INPUT").layout_dim_order == std::vector<std::string>{"mb", "in"});
+  // Input A has only 8 row slices: cores c and c+8 share its symbol.
+  const Allocation* a = s.allocation(0, Placement::hbm);
+  REQUIRE(a);
+  CHECK(a->symbolic);
+  CHECK(a->start[3].value == a->start[11].value);
+  CHECK(a->bytes_per_core == 64 * 16 * 128);  // 64 rows x 16 K-sticks
+  const Allocation* out = s.allocation(2, Placement::hbm);
+  REQUIRE(out);
+  CHECK(out->bytes_per_core == 64 * 128);
+  CHECK(out->span_per_core == 64 * 128);
+  CHECK(out->tensor_bytes == 512 * 256 * 2);
+  CHECK(s.labeled_ds[1].ds_type == "KERNEL");
+}
+
+TEST_CASE("bundle: softmax SDSCs keep intermediates in LX at literal offsets", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  Sdsc s0 = load("spyrecli_softmax_sdsc_0.json");
+  const Allocation* lx = s0.allocation(1, Placement::lx);
+  REQUIRE(lx);
+  CHECK_FALSE(lx->symbolic);
+  CHECK(lx->start[17].value == 2048);
+  CHECK(lx->bytes_per_core == 16 * 1024 * 2);
+  CHECK(s0.labeled_ds[1].mem_lx);
+  CHECK_FALSE(s0.labeled_ds[1].mem_hbm);
+  Sdsc s1 = load("spyrecli_softmax_sdsc_1.json");
+  CHECK(s1.labeled_ds[1].scale == std::vector<int32_t>{1, -2});
+  CHECK(s1.allocation(1, Placement::lx)->bytes_per_core == 16 * 128);  // one stick per row
+  Sdsc s2 = load("spyrecli_softmax_sdsc_2.json");
+  CHECK(s2.allocation(2, Placement::lx)->start[0].value == 34816);
+  CHECK(s2.compute_ops[0].inputs == std::vector<uint32_t>{0, 1});
+  CHECK(s2.compute_ops[0].outputs == std::vector<uint32_t>{2});
+}
+
+TEST_CASE("bundle: mean keeps its DL16 scaling constant", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  Sdsc s = load("spyrecli_mean_keepdim_sdsc_0.json");
+  REQUIRE(s.constants.size() == 1);
+  CHECK(s.constants[0].name == "scaling_factor");
+  CHECK(s.constants[0].format == DataFormat::sen169_fp16);
+  CHECK(s.constants[0].raw == std::vector<uint64_t>{10752});
+  CHECK(s.compute_ops[0].inputs == std::vector<uint32_t>{0, 1});
+}
+
+TEST_CASE("bundle: isStartAddrSymbolic_ accepts both 1 and true", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  Json j = Json::parse(text_of("spyrecli_bmm_sdsc_0.json"));
+  for (auto& node : dsc(j)["scheduleTree_"]) node["isStartAddrSymbolic_"] = true;
+  Sdsc s = parse_sdsc_json(j.dump(), "sdsc_0.json");
+  CHECK(s.allocations[0].symbolic);
+  CHECK(s.symbols.size() == 24);
+  // constantInfo_ may also be the string "{}".
+  dsc(j)["constantInfo_"] = "{}";
+  CHECK(parse_sdsc_json(j.dump(), "sdsc_0.json").constants.empty());
+}
+
+TEST_CASE("bundle: malformed SDSC inputs raise LoadError naming file, path and rule", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  using Mutate = std::function<void(Json&)>;
+  struct Case {
+    const char* name;
+    const char* source;
+    Mutate mutate;
+    const char* path;  // expected JSON path fragment
+    const char* rule;
+    CardLimits limits = {};
+  };
+  const char* sm5 = "spyrecli_softmax_sdsc_5.json";
+  const char* sm2 = "spyrecli_softmax_sdsc_2.json";
+  const char* mm = "spyrecli_mm_sdsc_0.json";
+  CardLimits small_span;
+  small_span.per_core_span = 4096;
+  CardLimits eight_cores;
+  eight_cores.cores = 8;
+  std::vector<Case> cases = {
+      {"unknown op", sm5, [](Json& j) { dsc(j)["computeOp_"][0]["opFuncName"] = "frobnicate"; },
+       "/5_realdiv/dscs_/0/realdiv/computeOp_/0/opFuncName", "unknown opFuncName 'frobnicate'"},
+      {"wrong engine", mm, [](Json& j) { dsc(j)["computeOp_"][0]["exUnit"] = "sfp"; },
+       "computeOp_/0/exUnit", "runs on the pt array"},
+      {"unknown exUnit", sm5, [](Json& j) { dsc(j)["computeOp_"][0]["exUnit"] = "gpu"; },
+       "computeOp_/0/exUnit", "unknown exUnit"},
+      {"LX overflow", sm2,
+       [](Json& j) {
+         for (auto& v : dsc(j)["scheduleTree_"][2]["startAddressCoreCorelet_"]["data_"]) v = "2015232";
+       },
+       "scheduleTree_/2/startAddressCoreCorelet_/data_/[0, 0, 0]", "LX overflow"},
+      {"misaligned LX address", sm2,
+       [](Json& j) { dsc(j)["scheduleTree_"][2]["startAddressCoreCorelet_"]["data_"]["[1, 0, 0]"] = "34818"; },
+       "scheduleTree_/2/startAddressCoreCorelet_/data_/[1, 0, 0]", "not aligned to the 128-byte stick"},
+      {"missing core start address", sm2,
+       [](Json& j) { dsc(j)["scheduleTree_"][0]["startAddressCoreCorelet_"]["data_"].erase("[3, 0, 0]"); },
+       "scheduleTree_/0/startAddressCoreCorelet_/data_", "no start address for core 3"},
+      {"literal where symbol expected", sm5,
+       [](Json& j) { dsc(j)["scheduleTree_"][2]["startAddressCoreCorelet_"]["data_"]["[4, 0, 0]"] = "4096"; },
+       "scheduleTree_/2/startAddressCoreCorelet_/data_/[4, 0, 0]", "not a (negative) symbol id"},
+      {"negative literal", sm5,
+       [](Json& j) { dsc(j)["scheduleTree_"][0]["startAddressCoreCorelet_"]["data_"]["[4, 0, 0]"] = "-7"; },
+       "scheduleTree_/0/startAddressCoreCorelet_/data_/[4, 0, 0]", "without isStartAddrSymbolic_"},
+      {"bad fold key", sm5,
+       [](Json& j) {
+         auto& d = dsc(j)["scheduleTree_"][0]["startAddressCoreCorelet_"]["data_"];
+         d.erase("[4, 0, 0]");
+         d["[4, x, 0]"] = "2048";
+       },
+       "data_/[4, x, 0]", "fold key"},
+      {"too many labeled tensors", sm2,
+       [](Json& j) {
+         auto& l = dsc(j)["labeledDs_"];
+         while (l.size() < 9) l.push_back(l[0]);
+       },
+       "/2_sub/dscs_/0/sub/labeledDs_", "too many labeled tensors: 9"},
+      {"unknown data format", sm5, [](Json& j) { dsc(j)["labeledDs_"][1]["dataFormat_"] = "FP13"; },
+       "labeledDs_/1/dataFormat_", "unknown data format 'FP13'"},
+      {"unknown compute format", sm5,
+       [](Json& j) { dsc(j)["computeOp_"][0]["attributes_"]["dataFormat_"] = "INVALID"; },
+       "computeOp_/0/attributes_/dataFormat_", "unknown data format"},
+      {"wordLength mismatch", sm5, [](Json& j) { dsc(j)["labeledDs_"][0]["wordLength"] = 4; },
+       "labeledDs_/0/wordLength", "does not match SEN169_FP16"},
+      {"unknown dsType_", sm5, [](Json& j) { dsc(j)["labeledDs_"][0]["dsType_"] = "BOGUS"; },
+       "labeledDs_/0/dsType_", "unknown dsType_"},
+      {"bad scale", sm5, [](Json& j) { dsc(j)["labeledDs_"][0]["scale_"][0] = 3; },
+       "labeledDs_/0/scale_/0", "scale_ entries"},
+      {"core id out of range", sm5,
+       [](Json& j) {
+         auto& m = j.begin().value()["coreIdToWkSlice_"];
+         Json v = m["31"];
+         m.erase("31");
+         m["40"] = v;
+       },
+       "/5_realdiv/coreIdToWkSlice_/40", "core id 40 out of range"},
+      {"too many cores", sm5, [](Json& j) { j.begin().value()["numCoresUsed_"] = 33; },
+       "/5_realdiv/numCoresUsed_", "exceeds the card's 32 cores"},
+      {"cores beyond a smaller card", mm, [](Json&) {}, "/0_batchmatmul/numCoresUsed_",
+       "exceeds the card's 8 cores", eight_cores},
+      {"slices product", sm5, [](Json& j) { j.begin().value()["numWkSlicesPerDim_"]["mb"] = 16; },
+       "/5_realdiv/numWkSlicesPerDim_", "product of slices is 16"},
+      {"two cores, one slice", sm5, [](Json& j) { j.begin().value()["coreIdToWkSlice_"]["7"]["mb"] = 3; },
+       "/5_realdiv/coreIdToWkSlice_/7", "two cores own the same slice"},
+      {"slice index out of range", sm5, [](Json& j) { j.begin().value()["coreIdToWkSlice_"]["7"]["mb"] = 32; },
+       "coreIdToWkSlice_/7/mb", "outside [0, 31]"},
+      {"coreIdsUsed_ differs", sm5, [](Json& j) { dsc(j)["coreIdsUsed_"][5] = 0; },
+       "realdiv/coreIdsUsed_", "coreIdsUsed_ differs"},
+      {"schedule names a missing DSC", sm5,
+       [](Json& j) { j.begin().value()["coreIdToDscSchedule"]["3"][0][1] = 2; },
+       "coreIdToDscSchedule/3/0/1", "does not name an existing DSC"},
+      {"schedules differ", sm5,
+       [](Json& j) { j.begin().value()["coreIdToDscSchedule"]["3"][0][3] = 1; },
+       "coreIdToDscSchedule/3", "identical schedules"},
+      {"ss_ inconsistent with N_", sm5,
+       [](Json& j) { dsc(j)["dataStageParam_"]["0"]["ss_"]["mb_"] = 17; },
+       "dataStageParam_/0/ss_", "work division inconsistent"},
+      {"slice not a whole number of sticks", mm,
+       [](Json& j) { dsc(j)["primaryDsInfo_"]["OUTPUT"]["stickSize_"][0] = 48; },
+       "primaryDsInfo_/OUTPUT/stickDimOrder_", "whole number of sticks"},
+      {"per-core HBM span", mm, [](Json&) {}, "scheduleTree_/0", "per-core HBM span", small_span},
+      {"bad operand reference", sm5, [](Json& j) { dsc(j)["computeOp_"][0]["inputLabeledDs"][0] = "Tensor9-idx9"; },
+       "computeOp_/0/inputLabeledDs/0", "does not name a labeled tensor"},
+      {"missing N_", sm5, [](Json& j) { dsc(j).erase("N_"); }, "/5_realdiv/dscs_/0/realdiv",
+       "missing required field 'N_'"},
+      {"layout dim unknown", sm5, [](Json& j) { dsc(j)["scheduleTree_"][1]["layoutDimOrder_"][0] = "zz"; },
+       "scheduleTree_/1/layoutDimOrder_/0", "not in N_"},
+      {"bad component", sm5, [](Json& j) { dsc(j)["scheduleTree_"][1]["component_"] = "ddr"; },
+       "scheduleTree_/1/component_", "must be \"hbm\" or \"lx\""},
+      {"hbm allocation of an LX-only tensor", sm5,
+       [](Json& j) { dsc(j)["scheduleTree_"][1]["component_"] = "hbm"; }, "scheduleTree_/1/component_",
+       "memOrg_"},
+      {"no compute and no data op", sm5, [](Json& j) { j.begin().value()["dscs_"] = Json::array(); },
+       "/5_realdiv/dscs_", "neither dscs_ nor dataOpdscs_"},
+      {"envelope with two keys", sm5, [](Json& j) { j["6_extra"] = Json::object(); }, "/",
+       "exactly one key"},
+      {"bad envelope key", sm5,
+       [](Json& j) {
+         Json v = j.begin().value();
+         j = Json::object();
+         j["realdiv"] = v;
+       },
+       "/realdiv", "is not \"<N>_<opfunc>\""},
+      {"constant does not fit its format", "spyrecli_mean_keepdim_sdsc_0.json",
+       [](Json& j) { dsc(j)["constantInfo_"]["0"]["data_"]["data_"]["[0, 0, 0]"][0] = "70000"; },
+       "constantInfo_/0/data_/data_/[0, 0, 0]/0", "does not fit SEN169_FP16"},
+      {"wrong type", sm5, [](Json& j) { j.begin().value()["numCoresUsed_"] = "32"; },
+       "/5_realdiv/numCoresUsed_", "expected an integer"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    Json j = Json::parse(text_of(c.source));
+    c.mutate(j);
+    std::string msg = error_of(j.dump(), "sdsc_9.json", c.limits);
+    INFO(msg);
+    CHECK(msg.rfind("sdsc_9.json: ", 0) == 0);
+    CHECK(msg.find(c.path) != std::string::npos);
+    CHECK(msg.find(c.rule) != std::string::npos);
+    CHECK(msg.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("bundle: malformed SDSC text is rejected, never crashes", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  std::string text = text_of("spyrecli_softmax_sdsc_3.json");
+  for (size_t cut : {size_t{0}, size_t{1}, text.size() / 3, text.size() / 2, text.size() - 1}) {
+    INFO(cut);
+    std::string msg = error_of(text.substr(0, cut), "sdsc_3.json");
+    CHECK(msg.rfind("sdsc_3.json: /: invalid JSON", 0) == 0);
+  }
+  std::string deep(100000, '[');
+  CHECK(error_of(deep, "sdsc_3.json").find("nested deeper") != std::string::npos);
+  CHECK(error_of("[1, 2]", "sdsc_3.json").find("expected an object") != std::string::npos);
+  CHECK(error_of("{\"0_x\": []}", "sdsc_3.json").find("/0_x: expected an object") != std::string::npos);
+}
