@@ -41,6 +41,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   };
   m_t.t_rcd = ns("t_rcd", "18ns", "activate to column command");
   m_t.t_rp = ns("t_rp", "18ns", "precharge");
+  m_t.t_ras = ns("t_ras", "42ns", "activate to precharge, same bank");
   m_t.t_rrd = ns("t_rrd", "5ns", "activate to activate, different banks");
   m_t.t_rl = ns("t_rl", "18ns", "read latency, command to first data");
   m_t.t_wl = ns("t_wl", "9ns", "write latency, command to first data");
@@ -48,7 +49,9 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_t.t_rtw = ns("t_rtw", "10ns", "read to write bus turnaround");
   m_t.t_rfc = ns("t_rfc", "280ns", "all-bank refresh cycle time");
   m_t.t_refi = ns("t_refi", "3906ns", "average refresh interval");
+  m_t.t_lookahead = ns("t_lookahead", "25ns", "how far ahead of the data bus the controller opens rows");
   m_t.t_frontend = ns("t_frontend", "60ns", "memory controller plus on-chip network latency, each way");
+  m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
   m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
     throw ConfigError(SourceLoc{path()}, path() + ".interleave: must be a multiple of 128B");
@@ -104,7 +107,12 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
       double ready = bank.ready;
       if (bank.open_row != row) {
         // Precharge (if a row is open), then activate, no sooner than tRRD after the last activate.
-        double act = std::max({bank.ready + (bank.open_row >= 0 ? m_t.t_rp : 0.0), t, ch.last_act + m_t.t_rrd});
+        // The controller opens a row for a queued request only a bounded time before the bus
+        // is free for it (its scheduling window): a row miss is hidden only that far.
+        const double window = ch.bus_free - m_t.t_lookahead;
+        const double pre_ok = std::max(bank.ready, bank.activated + m_t.t_ras);
+        double act = std::max({pre_ok + (bank.open_row >= 0 ? m_t.t_rp : 0.0), t, window,
+                               ch.last_act + m_t.t_rrd});
         ready = act + m_t.t_rcd + (is_write ? m_t.t_wl : m_t.t_rl);
         if (start < ready) start = ready;
       }
@@ -122,6 +130,7 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
       }
       if (bank.open_row != row) {
         ch.last_act = start - m_t.t_rcd - (is_write ? m_t.t_wl : m_t.t_rl);
+        bank.activated = ch.last_act;
         bank.open_row = row;
         ++m_row_misses;
       } else {

@@ -12,6 +12,7 @@
 #include <tlm_utils/multi_passthrough_target_socket.h>
 
 #include "models/transfer.h"
+#include "models/transfer.h"
 #include "sim/engine/component.h"
 
 namespace vspyre {
@@ -23,7 +24,7 @@ struct Lpddr5Timing {
   uint64_t interleave = 256;    // bytes to one channel before moving to the next
   bool bank_xor = true;
   double ps_per_byte = 0;       // data bus, per channel
-  double t_rcd = 0, t_rp = 0, t_rrd = 0, t_wtr = 0, t_rtw = 0, t_rfc = 0, t_refi = 0;
+  double t_ras = 0, t_lookahead = 0, t_rcd = 0, t_rp = 0, t_rrd = 0, t_wtr = 0, t_rtw = 0, t_rfc = 0, t_refi = 0;
   double t_rl = 0, t_wl = 0;    // read/write latency, command to data
   double t_frontend = 0;        // controller and on-chip network, each way
 };
@@ -52,7 +53,7 @@ class Lpddr5 : public Component {
   double channel_access(uint32_t ch, uint64_t local, uint64_t bytes, bool is_write, double t_ps);
 
   static constexpr uint64_t kPageBytes = 64 * 1024;
-  struct Bank { int64_t open_row = -1; double ready = 0; };
+  struct Bank { int64_t open_row = -1; double ready = 0; double activated = -1e18; };
   struct Channel {
     double bus_free = 0, last_act = -1e18, next_refresh = 0;
     bool last_write = false;

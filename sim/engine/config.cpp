@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -98,8 +99,12 @@ bool needs_quotes(const std::string& s) {
     if (c == ':' || c == '#' || c == '{' || c == '}' || c == '[' || c == ']' || c == ',' ||
         c == '\'' || c == '"' || c == '\n')
       return true;
+  // Plain scalars YAML would read back as null, or that start with an indicator character.
+  if (s == "~" || s == "null" || s == "Null" || s == "NULL") return true;
   return s.front() == ' ' || s.back() == ' ' || s.front() == '-' || s.front() == '*' ||
-         s.front() == '&' || s.front() == '!' || s.front() == '|' || s.front() == '>';
+         s.front() == '&' || s.front() == '!' || s.front() == '|' || s.front() == '>' ||
+         s.front() == '?' || s.front() == '%' || s.front() == '@' || s.front() == '`' ||
+         s.front() == '\t' || s.back() == '\t';
 }
 
 std::string quoted(const std::string& s) {
@@ -180,10 +185,7 @@ ConfigNode convert(const YAML::Node& n, const std::string& file) {
   const SourceLoc loc = loc_of(n, file);
   switch (n.Type()) {
     case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined: {
-      ConfigNode c;
-      return c;
-    }
+    case YAML::NodeType::Undefined: return ConfigNode::null_at(loc);
     case YAML::NodeType::Scalar: return ConfigNode::scalar(n.Scalar(), loc);
     case YAML::NodeType::Sequence: {
       ConfigNode c = ConfigNode::sequence(loc);
@@ -227,6 +229,7 @@ ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack
   if (ec) canon = path;
   for (const auto& p : stack)
     if (p == canon) throw ConfigError(SourceLoc{path.string()}, "include cycle: this file includes itself");
+  if (fs::is_directory(path, ec)) throw InputError(path.string() + ": is a directory, not a config file");
   std::ifstream in(path);
   if (!in) throw InputError(path.string() + ": cannot open config file");
   std::stringstream ss;
@@ -252,6 +255,11 @@ ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack
       if (!fs::exists(target))
         throw ConfigError(f->loc(), "included file '" + f->text() + "' not found (looked for " +
                                         target.string() + ")");
+      std::error_code tec;
+      fs::path target_canon = fs::weakly_canonical(target, tec);
+      if (tec) target_canon = target;
+      if (target_canon == canon || std::find(stack.begin(), stack.end(), target_canon) != stack.end())
+        throw ConfigError(f->loc(), "include cycle: '" + f->text() + "' is already being included");
       result.merge_from(load_with_includes(target, stack));
     }
     stack.pop_back();

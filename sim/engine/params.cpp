@@ -42,6 +42,13 @@ std::string_view param_kind_name(ParamKind k) {
 
 namespace {
 
+// "an integer", "a size": for messages.
+std::string a_kind(ParamKind k) {
+  const std::string_view n = param_kind_name(k);
+  const bool vowel = !n.empty() && std::string_view("aeiou").find(n.front()) != std::string_view::npos;
+  return (vowel ? "an " : "a ") + std::string(n);
+}
+
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -97,8 +104,7 @@ const ConfigNode* ParamReader::lookup(std::string_view key, ParamKind kind, std:
   spec.source = std::string(info.source);
   spec.choices = std::move(choices);
   const ConfigNode* value = m_node ? m_node->find(key) : nullptr;
-  if (value && value->is_null()) fail(*value, key, "no value given (expected a " +
-                                                       std::string(param_kind_name(kind)) + ")");
+  if (value && value->is_null()) fail(*value, key, "no value given (expected " + a_kind(kind) + ")");
   if (value && value->is_map()) {
     // Long form: {value: 2MiB, provenance: datasheet, source: "..."}.
     const ConfigNode* v = value->find("value");
@@ -123,7 +129,7 @@ const ConfigNode* ParamReader::lookup(std::string_view key, ParamKind kind, std:
     value = v;
   }
   if (value && !value->is_scalar())
-    fail(*value, key, "expected a " + std::string(param_kind_name(kind)) + ", found " + value->kind_name());
+    fail(*value, key, "expected " + a_kind(kind) + ", found " + value->kind_name());
   if (value) spec.value_text = value->text();
   m_specs.push_back(std::move(spec));
   return value;
@@ -135,7 +141,10 @@ int64_t ParamReader::get_int(std::string_view key, int64_t def, ParamInfo info, 
   const std::string& t = v->text();
   char* end = nullptr;
   errno = 0;
-  const long long x = std::strtoll(t.c_str(), &end, 0);
+  // Decimal, or hexadecimal with 0x; never octal, so "010" is ten as YAML 1.2 reads it.
+  const size_t sign = (!t.empty() && (t[0] == '-' || t[0] == '+')) ? 1 : 0;
+  const bool hex = t.size() > sign + 2 && t[sign] == '0' && (t[sign + 1] == 'x' || t[sign + 1] == 'X');
+  const long long x = std::strtoll(t.c_str(), &end, hex ? 16 : 10);
   if (t.empty() || end != t.c_str() + t.size() || errno == ERANGE)
     fail(*v, key, "expected an integer, found '" + t + "'");
   if (x < min || x > max)
@@ -252,7 +261,7 @@ void ParamReader::check_unknown_keys() const {
       std::string list;
       for (const auto& x : sorted) list += (list.empty() ? "" : ", ") + x;
       msg += " (expected one of: " + list + ")";
-      throw ConfigError(v.key_loc().line ? v.key_loc() : m_node->loc(), msg);
+      throw ConfigError(v.key_loc().file.empty() ? m_node->loc() : v.key_loc(), msg);
     }
   }
   for (const auto& g : m_group_order) m_groups.find(g)->second->check_unknown_keys();

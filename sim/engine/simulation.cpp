@@ -23,10 +23,18 @@ Simulation::Simulation(ConfigNode config, bool trace_all)
   ParamReader top(&m_config, "config");
   top.claim("card");
   ParamReader& simp = top.group("sim", "simulation-wide settings");
-  m_quantum_ps = simp.get_time("quantum", "200ns",
-                               {"temporal-decoupling quantum: how far a model may run ahead of the others",
-                                Provenance::Override})
-                     .value;
+  const TimeValue quantum = simp.get_time(
+      "quantum", "200ns",
+      {"temporal-decoupling quantum: how far a model may run ahead of the others", Provenance::Override});
+  if (quantum.in_cycles) {
+    // There is no simulation-wide clock to count cycles of.
+    const ConfigNode* q = simp.node() ? simp.node()->find("quantum") : nullptr;
+    if (q && q->is_map() && q->find("value")) q = q->find("value");
+    throw ConfigError(q ? q->loc() : SourceLoc{"sim.quantum"},
+                      "config.sim.quantum: expected a time in ps, ns, us, ms or s, not in cycles "
+                      "(the simulation has no clock of its own)");
+  }
+  m_quantum_ps = quantum.value;
   m_seed = static_cast<uint64_t>(simp.get_int("seed", 1, {"seed for every random choice", Provenance::Override}, 0));
   top.check_unknown_keys();
 
