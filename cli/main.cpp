@@ -83,12 +83,17 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-void enable_debug(const std::string& list) {
+// `from` names where the list came from: "--debug" or "VSPYRE_DEBUG".
+void enable_debug(const std::string& list, const std::string& from) {
   auto unknown = DebugFlag::enable(list);
   if (!unknown.empty()) {
     std::string known;
     for (auto* f : DebugFlag::all()) known += std::string(known.empty() ? "" : ", ") + f->name();
-    throw InputError("--debug: unknown flag '" + unknown.front() + "' (flags: " + known + ", all)");
+    std::string msg = from + ": unknown flag '" + unknown.front() + "' (flags: " + known + ", all)";
+    std::vector<std::string> names{"all"};
+    for (auto* f : DebugFlag::all()) names.emplace_back(f->name());
+    if (auto s = did_you_mean(unknown.front(), names)) msg += "; did you mean '" + *s + "'?";
+    throw InputError(msg);
   }
 }
 
@@ -190,8 +195,8 @@ int cmd_probe(Args a) {
 
 int run(int argc, char** argv) {
   Args a = parse_args(argc, argv);
-  if (!a.debug.empty()) enable_debug(a.debug);
-  if (const char* env = std::getenv("VSPYRE_DEBUG"); env && *env) enable_debug(env);
+  if (!a.debug.empty()) enable_debug(a.debug, "--debug");
+  if (const char* env = std::getenv("VSPYRE_DEBUG"); env && *env) enable_debug(env, "VSPYRE_DEBUG");
   if (a.command == "--version") {
     std::cout << version_string() << "\n";
     return 0;

@@ -25,6 +25,8 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
 double Card::now_ps() const { return sc_core::sc_time_stamp().to_seconds() * 1e12; }
 
 double Card::host_transfer(bool to_device, uint64_t bytes, double t_ps) {
+  // Multi-sockets complete their bindings at the end of elaboration: make sure it has happened.
+  if (sc_core::sc_get_status() == sc_core::SC_ELABORATION) sc_core::sc_start(sc_core::SC_ZERO_TIME);
   tlm::tlm_generic_payload trans;
   trans.set_command(to_device ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
   trans.set_data_length(static_cast<unsigned>(std::min<uint64_t>(bytes, UINT32_MAX)));

@@ -145,7 +145,7 @@ std::vector<Component*> Component::resolve(const std::string& pattern) const {
   return out;
 }
 
-void Component::bind_one(const std::string& spec, const SourceLoc& loc) {
+void Component::bind_one(const std::string& spec, const SourceLoc& loc, BoundSet& bound) {
   const auto arrow = spec.find("->");
   auto trim = [](std::string s) {
     s.erase(0, s.find_first_not_of(" \t"));
@@ -182,22 +182,39 @@ void Component::bind_one(const std::string& spec, const SourceLoc& loc) {
       if (auto s = did_you_mean(fs, f->initiator_names())) msg += "; did you mean '" + *s + "'?";
       throw ConfigError(loc, msg);
     }
+    // An initiator socket binds once; SystemC would only say so at the end of elaboration.
+    if (!bound.emplace(f, fs).second)
+      throw ConfigError(loc, m_path + ".connect: " + f->basename() + "." + fs + " is connected twice");
     (*i)(*t);
   }
 }
 
 void Component::connect(const std::vector<std::string>& default_connections) {
   const ConfigNode* list = m_node ? m_node->find("connect") : nullptr;
+  BoundSet bound;
+  // Every initiator a child exposes must be connected: an unbound socket would otherwise surface
+  // only as a SystemC elaboration error, reported as an internal error.
+  auto check_all_bound = [&](const std::function<void(const std::string&)>& fail) {
+    for (const auto& c : m_children)
+      for (const auto& name : c->initiator_names())
+        if (!bound.count({c.get(), name})) fail(std::string(c->basename()) + "." + name);
+  };
   if (!list || list->is_null()) {
-    for (const auto& c : default_connections) bind_one(c, SourceLoc{m_path + " (built-in connections)"});
+    for (const auto& c : default_connections) bind_one(c, SourceLoc{m_path + " (built-in connections)"}, bound);
+    check_all_bound([&](const std::string& s) {
+      throw std::logic_error(m_path + ": built-in connections leave " + s + " unconnected");
+    });
     return;
   }
   if (!list->is_sequence())
     throw ConfigError(list->loc(), m_path + ".connect: expected a list of 'a.socket -> b.socket'");
   for (const auto& item : list->items()) {
     if (!item.is_scalar()) throw ConfigError(item.loc(), m_path + ".connect: expected 'a.socket -> b.socket'");
-    bind_one(item.text(), item.loc());
+    bind_one(item.text(), item.loc(), bound);
   }
+  check_all_bound([&](const std::string& s) {
+    throw ConfigError(list->loc(), m_path + ".connect: " + s + " is not connected to anything");
+  });
 }
 
 }  // namespace vspyre

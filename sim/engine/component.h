@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,7 +94,8 @@ class Component : public sc_core::sc_module {
     return t;
   }
   [[noreturn]] void throw_wrong_type(Component* c, std::string_view key);
-  void bind_one(const std::string& spec, const SourceLoc& loc);
+  using BoundSet = std::set<std::pair<const Component*, std::string>>;
+  void bind_one(const std::string& spec, const SourceLoc& loc, BoundSet& bound);
   std::vector<Component*> resolve(const std::string& pattern) const;
 
   Simulation& m_sim;

@@ -123,7 +123,7 @@ const ConfigNode* ParamReader::lookup(std::string_view key, ParamKind kind, std:
       } else {
         std::string msg = "unknown key '" + k + "' in a parameter (expected value, provenance, source)";
         if (auto s = did_you_mean(k, {"value", "provenance", "source"})) msg += "; did you mean '" + *s + "'?";
-        throw ConfigError(sub.loc(), m_where + "." + std::string(key) + ": " + msg);
+        throw ConfigError(sub.key_loc(), m_where + "." + std::string(key) + ": " + msg);
       }
     }
     value = v;

@@ -148,13 +148,19 @@ std::optional<double> parse_bandwidth(std::string_view text, std::string* why) {
 }
 
 std::string format_size(uint64_t bytes) {
-  static constexpr std::array<std::pair<uint64_t, const char*>, 4> units{
-      {{1ull << 40, "TiB"}, {1ull << 30, "GiB"}, {1ull << 20, "MiB"}, {1ull << 10, "KiB"}}};
+  // The exact form with the smallest number: 128GB rather than 125000000KiB, 2MiB rather than
+  // 2097152B; binary units first on a tie.
+  static constexpr std::array<std::pair<uint64_t, const char*>, 8> units{
+      {{1ull << 40, "TiB"}, {1ull << 30, "GiB"}, {1ull << 20, "MiB"}, {1ull << 10, "KiB"},
+       {1000000000000ull, "TB"}, {1000000000ull, "GB"}, {1000000ull, "MB"}, {1000ull, "KB"}}};
+  uint64_t best = bytes;
+  const char* best_name = "B";
   for (auto [scale, name] : units)
-    if (bytes >= scale && bytes % scale == 0) return std::to_string(bytes / scale) + name;
-  if (bytes >= 1000000000 && bytes % 1000000000 == 0) return std::to_string(bytes / 1000000000) + "GB";
-  if (bytes >= 1000000 && bytes % 1000000 == 0) return std::to_string(bytes / 1000000) + "MB";
-  return std::to_string(bytes) + "B";
+    if (bytes >= scale && bytes % scale == 0 && bytes / scale < best) {
+      best = bytes / scale;
+      best_name = name;
+    }
+  return std::to_string(best) + best_name;
 }
 
 std::string format_frequency(double hz) {

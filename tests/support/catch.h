@@ -8,4 +8,8 @@
 #else
 #include <catch2/catch.hpp>
 #endif
+#if VSPYRE_CATCH_MAJOR >= 3
 using Catch::Approx;
+#endif
+// Catch2 2.x already declares ::Approx (Catch::Detail::Approx); `using Catch::Approx` there would
+// bring in the vector matcher Catch::Matchers::Approx instead, which hides the class.

@@ -157,7 +157,7 @@ TEST_CASE("formats: DL16 matches the reference encoder on random doubles and flo
   CHECK(bad == 0);
 }
 
-TEST_CASE("formats: DL16 has no denormals; the lowest binade is normal", "[formats][dl16]") {
+TEST_CASE("formats: DL16 has no denormals, the lowest binade is normal", "[formats][dl16]") {
   // e = 0, f != 0 is 2^-31 * (1 + f/512), not a subnormal.
   CHECK(dl16_to_double(0x0001) == std::ldexp(1.0 + 1.0 / 512, -31));
   CHECK(dl16_to_double(0x01FF) == std::ldexp(1.0 + 511.0 / 512, -31));
@@ -237,7 +237,7 @@ TEST_CASE("formats: every IEEE fp16 and bfloat16 value converts to DL16 like the
   CHECK(bad == 0);
 }
 
-TEST_CASE("formats: DL16 host round-trip error floor is 2^-11 in [0.5, 1)", "[formats][dl16]") {
+TEST_CASE("formats: DL16 host round-trip error floor is 2^-11 in 0.5..1", "[formats][dl16]") {
   // op_spec_lab measured this floor; it follows from 9 fraction bits with round to nearest.
   double worst = 0;
   for (uint32_t c = 0x3800; c < 0x3C00; ++c) {  // all fp16 values in [0.5, 1)

@@ -1,0 +1,525 @@
+// The `vspyre` command line: --version, --help on each command, describe, probe pt, config errors
+// and exit codes (0 ok, 1 bad input with one clear stderr line, 2 internal error). Runs the real
+// binary ($VSPYRE_BIN) with stdout and stderr captured separately.
+#include "catch.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/engine/component.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+struct TempDir {
+  fs::path dir;
+  TempDir() {
+    static std::atomic<int> n{0};
+    dir = fs::temp_directory_path() / ("vspyre_cli_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    fs::create_directories(dir);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string write(const std::string& rel, const std::string& text) const {
+    const fs::path p = dir / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+};
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string bin() {
+  const char* b = std::getenv("VSPYRE_BIN");
+  REQUIRE(b != nullptr);
+  REQUIRE(fs::exists(b));
+  return b;
+}
+
+// Runs vspyre with `args` (each quoted for the shell); `env` is prepended as VAR=value pairs.
+Result run(const std::vector<std::string>& args, const std::string& env = "") {
+  TempDir t;
+  std::string cmd = env.empty() ? "" : env + " ";
+  cmd += quote(bin());
+  for (const auto& a : args) cmd += " " + quote(a);
+  const fs::path out = t.dir / "stdout", err = t.dir / "stderr";
+  cmd += " >" + quote(out.string()) + " 2>" + quote(err.string()) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  REQUIRE(status != -1);
+  REQUIRE(WIFEXITED(status));
+  r.code = WEXITSTATUS(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  UNSCOPED_INFO("command: " << cmd << "\nexit: " << r.code << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
+  return r;
+}
+
+// A bad-input failure: exit 1, nothing on stdout, exactly one stderr line that says `message`.
+void check_input_error(const Result& r, const std::string& message) {
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.rfind("vspyre: error: ", 0) == 0);
+  CHECK(contains(r.err, message));
+}
+
+std::string config_path(const std::string& rel) {
+  return (fs::path(VSPYRE_SOURCE_DIR) / "configs" / rel).string();
+}
+
+const json* find_type(const json& describe, const std::string& type) {
+  for (const auto& t : describe)
+    if (t["type"] == type) return &t;
+  return nullptr;
+}
+
+const json* find_param(const json& type, const std::string& name) {
+  for (const auto& p : type["parameters"])
+    if (p["name"] == name) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("cli: --version prints the version and exits 0", "[cli]") {
+  const Result r = run({"--version"});
+  CHECK(r.code == 0);
+  CHECK(r.out == std::string("vspyre ") + VSPYRE_VERSION + " (SystemC " + sc_core::sc_release() + ")\n");
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("cli: --help prints usage on stdout and exits 0", "[cli]") {
+  const Result r = run({"--help"});
+  CHECK(r.code == 0);
+  CHECK(r.out.rfind("usage: vspyre <command>", 0) == 0);
+  CHECK(contains(r.out, "describe"));
+  CHECK(contains(r.out, "probe"));
+  CHECK(contains(r.out, "--version"));
+  CHECK(r.err.empty());
+  const Result h = run({"-h"});
+  CHECK(h.code == 0);
+  CHECK(h.out == r.out);
+}
+
+TEST_CASE("cli: no command prints usage on stderr and exits 1", "[cli]") {
+  const Result r = run({});
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("usage: vspyre <command>", 0) == 0);
+}
+
+TEST_CASE("cli: describe --help and probe --help describe their options", "[cli]") {
+  const Result d = run({"describe", "--help"});
+  CHECK(d.code == 0);
+  CHECK(d.out.rfind("usage: vspyre describe", 0) == 0);
+  CHECK(contains(d.out, "--config FILE"));
+  CHECK(contains(d.out, "--json"));
+  CHECK(d.err.empty());
+  const Result p = run({"probe", "--help"});
+  CHECK(p.code == 0);
+  CHECK(p.out.rfind("usage: vspyre probe", 0) == 0);
+  for (const char* w : {"memory", "ring", "pcie", "pt", "--out DIR", "--trace FILE", "--debug FLAGS", "-p key.path=value"})
+    CHECK(contains(p.out, w));
+  CHECK(p.err.empty());
+  // --help wins over everything else on the line, including a probe name.
+  const Result pp = run({"probe", "pt", "--help"});
+  CHECK(pp.code == 0);
+  CHECK(pp.out == p.out);
+}
+
+TEST_CASE("cli: unknown command fails with exit 1 and suggests the right one", "[cli]") {
+  check_input_error(run({"describ"}),
+                    "unknown command 'describ' (commands: describe, probe; see --help); did you mean 'describe'?");
+  const Result far = run({"simulate"});
+  check_input_error(far, "unknown command 'simulate'");
+  CHECK_FALSE(contains(far.err, "did you mean"));
+}
+
+TEST_CASE("cli: unknown option and missing option argument fail with exit 1", "[cli]") {
+  check_input_error(run({"describe", "--frobnicate"}), "unknown option '--frobnicate' (see --help)");
+  check_input_error(run({"describe", "--config"}), "--config: expects a config file");
+  check_input_error(run({"probe", "pt", "-p"}), "-p: expects key.path=value");
+  check_input_error(run({"probe", "pt", "--out"}), "--out: expects a directory");
+}
+
+TEST_CASE("cli: describe lists every registered type and every parameter", "[cli]") {
+  const Result r = run({"describe", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());
+  const json j = json::parse(r.out);
+  REQUIRE(j.is_array());
+  std::set<std::string> types;
+  for (const auto& t : j) types.insert(t["type"].get<std::string>());
+  const auto names = vspyre::Registry::instance().names();
+  CHECK(types == std::set<std::string>(names.begin(), names.end()));
+  for (const char* t : {"Card", "Core", "Ring", "Lpddr5", "PcieLink"}) CHECK(types.count(t) == 1);
+  for (const auto& t : j) {
+    INFO(t["type"].get<std::string>());
+    CHECK_FALSE(t["description"].get<std::string>().empty());
+    REQUIRE(t["parameters"].is_array());
+    CHECK_FALSE(t["parameters"].empty());
+    for (const auto& p : t["parameters"]) {
+      INFO(p.dump());
+      for (const char* k : {"name", "kind", "default", "provenance", "description"}) CHECK(p.contains(k));
+      CHECK_FALSE(p.contains("value"));  // no config given
+      const std::string prov = p["provenance"];
+      CHECK((prov == "datasheet" || prov == "measured" || prov == "derived" || prov == "estimate" ||
+             prov == "override"));
+    }
+  }
+  const json* core = find_type(j, "Core");
+  REQUIRE(core);
+  CHECK((*core)["example_path"] == "card.core_0");
+  const json* lx = find_param(*core, "lx.size");
+  REQUIRE(lx);
+  CHECK((*lx)["kind"] == "size");
+  CHECK((*lx)["default"] == "2MiB");
+  CHECK((*lx)["provenance"] == "datasheet");
+  const json* clock = find_param(*core, "clock");
+  REQUIRE(clock);
+  CHECK((*clock)["kind"] == "frequency");
+  CHECK((*clock)["default"] == "1.5GHz");
+  const json* ring = find_type(j, "Ring");
+  REQUIRE(ring);
+  REQUIRE(find_param(*ring, "hop_latency"));
+  CHECK((*find_param(*ring, "hop_latency"))["kind"] == "time");
+  const json* mem = find_type(j, "Lpddr5");
+  REQUIRE(mem);
+  REQUIRE(find_param(*mem, "capacity"));
+  CHECK((*find_param(*mem, "capacity"))["default"] == "128GB");
+
+  // The table lists the same types and parameters, one row each with kind, default, provenance.
+  const Result text = run({"describe"});
+  REQUIRE(text.code == 0);
+  CHECK(text.out.rfind(std::string("vspyre ") + VSPYRE_VERSION, 0) == 0);
+  for (const auto& t : j) {
+    CHECK(contains(text.out, "\n" + t["type"].get<std::string>() + ": " + t["description"].get<std::string>() + "\n"));
+    for (const auto& p : t["parameters"]) CHECK(contains(text.out, "  " + p["name"].get<std::string>() + " "));
+  }
+  std::istringstream in(text.out);
+  std::string line;
+  bool found = false;
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    std::string name, kind, def, prov;
+    row >> name >> kind >> def >> prov;
+    if (name == "lx.size") {
+      found = true;
+      CHECK(kind == "size");
+      CHECK(def == "2MiB");
+      CHECK(prov == "datasheet");
+    }
+  }
+  CHECK(found);
+}
+
+TEST_CASE("cli: describe --config shows the config's values and provenance", "[cli]") {
+  const Result r = run({"describe", "--config", config_path("whatif/lx_4mib.yaml"), "--json"});
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  const json* core = find_type(j, "Core");
+  REQUIRE(core);
+  const json* lx = find_param(*core, "lx.size");
+  REQUIRE(lx);
+  CHECK((*lx)["value"] == "4MiB");
+  CHECK((*lx)["default"] == "2MiB");
+  CHECK((*lx)["value_provenance"] == "override");
+  CHECK((*lx)["value_source"] == "what-if");
+  const json* reserved = find_param(*core, "lx.reserved");
+  REQUIRE(reserved);
+  CHECK((*reserved)["value"] == "64KiB");
+  CHECK((*reserved)["value_provenance"] == "measured");
+  // Types the config does not use still appear, with their defaults as values.
+  CHECK(find_type(j, "Card") != nullptr);
+
+  const Result text = run({"describe", "--config", config_path("whatif/lx_4mib.yaml")});
+  REQUIRE(text.code == 0);
+  CHECK(contains(text.out, "config: " + config_path("whatif/lx_4mib.yaml") + "\n"));
+  bool found = false;
+  std::istringstream in(text.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    std::string name, kind, value, prov;
+    row >> name >> kind >> value >> prov;
+    if (name != "lx.size") continue;
+    found = true;
+    CHECK(value == "4MiB");
+    CHECK(prov == "override");
+    CHECK(contains(line, "(default 2MiB)"));
+  }
+  CHECK(found);
+}
+
+TEST_CASE("cli: -p overrides reach describe in both spellings", "[cli]") {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"describe", "--json", "-p", "card.core.lx.size=1MiB", "--config",
+                                 config_path("spyre.yaml")},
+        std::vector<std::string>{"describe", "--json", "-pcard.core.lx.size=1MiB", "-c", config_path("spyre.yaml")}}) {
+    const Result r = run(args);
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    const json* lx = find_param(*find_type(j, "Core"), "lx.size");
+    REQUIRE(lx);
+    CHECK((*lx)["value"] == "1MiB");
+    CHECK((*lx)["value_provenance"] == "override");
+  }
+}
+
+TEST_CASE("cli: every YAML file under configs/ loads (one process each)", "[cli]") {
+  const fs::path configs = fs::path(VSPYRE_SOURCE_DIR) / "configs";
+  int files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(configs)) {
+    if (!e.is_regular_file() || (e.path().extension() != ".yaml" && e.path().extension() != ".yml")) continue;
+    ++files;
+    INFO(e.path().string());
+    const Result r = run({"describe", "--config", e.path().string(), "--json"});
+    CHECK(r.code == 0);
+    CHECK(r.err.empty());
+    if (r.code != 0) continue;
+    const json j = json::parse(r.out);
+    CHECK(find_type(j, "Core") != nullptr);
+    CHECK(find_type(j, "Card") != nullptr);
+  }
+  CHECK(files >= 8);
+}
+
+TEST_CASE("cli: a config with a misspelt key fails with exit 1, file and line, key and right name", "[cli]") {
+  TempDir t;
+  const std::string f = t.write("misspelt.yaml",
+                                "# a what-if with a typo\n"
+                                "include: [" + config_path("spyre.yaml") + "]\n"
+                                "card:\n"
+                                "  core:\n"
+                                "    lx:\n"
+                                "      sise: 4MiB\n");
+  for (const char* cmd : {"describe", "probe"}) {
+    std::vector<std::string> args{cmd};
+    if (std::string(cmd) == "probe") args.push_back("pt");
+    args.push_back("--config");
+    args.push_back(f);
+    const Result r = run(args);
+    check_input_error(r, f + ":6:7: unknown key 'sise' in card.core_0.lx; did you mean 'size'?");
+  }
+}
+
+TEST_CASE("cli: config error classes each give exit 1 and file:line:column", "[cli]") {
+  TempDir t;
+  // wrong type
+  check_input_error(run({"describe", "--config", t.write("type.yaml", "card:\n  core:\n    corelets: two\n")}),
+                    t.dir.string() + "/type.yaml:3:15: card.core_0.corelets: expected an integer, found 'two'");
+  // missing value, short and long form
+  check_input_error(run({"describe", "--config", t.write("nov.yaml", "card:\n  ring:\n    width:\n")}),
+                    t.dir.string() + "/nov.yaml:3:5: card.ring.width: no value given (expected a size)");
+  check_input_error(
+      run({"describe", "--config", t.write("lf.yaml", "card:\n  ring:\n    width: {provenance: datasheet}\n")}),
+      t.dir.string() + "/lf.yaml:3:12: card.ring.width: a parameter given as a map needs a 'value' key");
+  // bad unit
+  check_input_error(run({"describe", "--config", t.write("unit.yaml", "card:\n  core:\n    clock: 1.5GHzz\n")}),
+                    t.dir.string() + "/unit.yaml:3:12: card.core_0.clock: '1.5GHzz' has unknown unit 'GHzz'");
+  // YAML syntax
+  check_input_error(run({"describe", "--config", t.write("syntax.yaml", "card: [\n")}),
+                    t.dir.string() + "/syntax.yaml:2:1: YAML syntax error");
+  // unknown component type
+  check_input_error(run({"describe", "--config", t.write("ty.yaml", "card:\n  ring:\n    type: Rnig\n")}),
+                    t.dir.string() + "/ty.yaml:3:11: card.ring.type: unknown component type 'Rnig'; did you mean 'Ring'?");
+}
+
+TEST_CASE("cli: missing config file and bad -p override fail with exit 1", "[cli]") {
+  TempDir t;
+  const std::string missing = (t.dir / "nope.yaml").string();
+  check_input_error(run({"describe", "--config", missing}), missing + ": cannot open config file");
+  check_input_error(run({"describe", "--config", t.dir.string()}), t.dir.string() + ": is a directory");
+  check_input_error(run({"describe", "-p", "card.core.clok=2GHz"}),
+                    "-p card.core.clok=2GHz: unknown key 'clok' in card.core_0; did you mean 'clock'?");
+  check_input_error(run({"describe", "-p", "card.core.clock"}),
+                    "-p card.core.clock: an override must look like key.path=value");
+  check_input_error(run({"describe", "-p", "card.core.clock=3GHZ"}),
+                    "-p card.core.clock=3GHZ: card.core_0.clock: '3GHZ' has unknown unit 'GHZ'");
+}
+
+TEST_CASE("cli: an incomplete connect: list is bad input, not an internal error", "[cli]") {
+  TempDir t;
+  const std::string f = t.write("conn.yaml",
+                                "card:\n  core: {count: 2}\n  connect:\n    - core_*.mem -> memory.port\n");
+  check_input_error(run({"probe", "pt", "--config", f}),
+                    f + ":4:5: card.connect: core_0.ring is not connected to anything");
+  const std::string twice = t.write("twice.yaml",
+                                    "card:\n  core: {count: 2}\n  connect:\n"
+                                    "    - core_*.mem -> memory.port\n"
+                                    "    - core_*.ring -> ring.port\n"
+                                    "    - core_1.mem -> memory.port\n");
+  check_input_error(run({"probe", "pt", "--config", twice}), twice + ":6:7: card.connect: core_1.mem is connected twice");
+}
+
+TEST_CASE("cli: probe without a name or with a misspelt name fails with exit 1", "[cli]") {
+  check_input_error(run({"probe"}), "probe: name one probe: memory, ring, pcie or pt (see --help)");
+  check_input_error(run({"probe", "rnig"}),
+                    "probe: unknown probe 'rnig' (expected memory, ring, pcie or pt); did you mean 'ring'?");
+}
+
+TEST_CASE("cli: probe pt --json prints one JSON object on stdout", "[cli]") {
+  const Result r = run({"probe", "pt", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());
+  const json j = json::parse(r.out);  // nothing else on stdout (no SystemC banner)
+  CHECK(j["probe"] == "pt");
+  CHECK(j["config"] == config_path("spyre.yaml"));
+  const Result text = run({"probe", "pt"});
+  REQUIRE(text.code == 0);
+  CHECK(text.out.rfind("probe pt on " + config_path("spyre.yaml") + "\n", 0) == 0);
+}
+
+TEST_CASE("cli: probe uses $VSPYRE_CONFIG as the default card", "[cli]") {
+  const Result r = run({"probe", "pt", "--json"}, "VSPYRE_CONFIG=" + quote(config_path("whatif/cores_64.yaml")));
+  REQUIRE(r.code == 0);
+  CHECK(json::parse(r.out)["config"] == config_path("whatif/cores_64.yaml"));
+  TempDir t;
+  const std::string missing = (t.dir / "gone.yaml").string();
+  check_input_error(run({"probe", "pt"}, "VSPYRE_CONFIG=" + quote(missing)), missing + ": cannot open config file");
+}
+
+TEST_CASE("cli: probe pt --out writes resolved config, stats tree and Perfetto trace", "[cli]") {
+  TempDir t;
+  const fs::path out = t.dir / "results";
+  const Result r = run({"probe", "pt", "--config", config_path("whatif/cores_64.yaml"), "-p", "sim.seed=9", "--out",
+                        out.string()});
+  REQUIRE(r.code == 0);
+  REQUIRE(fs::exists(out / "config.resolved.yaml"));
+  REQUIRE(fs::exists(out / "stats.json"));
+  REQUIRE(fs::exists(out / "trace.json"));
+
+  // Resolved config: includes merged, overrides applied, and it is a valid config on its own.
+  const std::string resolved = slurp(out / "config.resolved.yaml");
+  CHECK(resolved.rfind("# Fully resolved configuration, written by vspyre ", 0) == 0);
+  CHECK_FALSE(contains(resolved, "include:"));
+  CHECK(contains(resolved, "t_rcd:"));  // from the memory preset two includes down
+  const Result again = run({"describe", "--json", "--config", (out / "config.resolved.yaml").string()});
+  REQUIRE(again.code == 0);
+  const json d = json::parse(again.out);
+  CHECK((*find_param(*find_type(d, "Core"), "clock"))["value"] == "1.5GHz");
+
+  // Stats: one tree keyed by object path.
+  std::ifstream sin(out / "stats.json");
+  const json s = json::parse(sin);
+  CHECK(s["vspyre"]["version"] == VSPYRE_VERSION);
+  CHECK(s["probe"]["probe"] == "pt");
+  const json& card = s["stats"]["card"];
+  CHECK(card["cores"].get<double>() == Approx(64));
+  CHECK(card.contains("core_0"));
+  CHECK(card.contains("core_63"));
+  CHECK_FALSE(card.contains("core_64"));
+  CHECK(card["core_0"]["macs"].get<double>() > 0);
+  CHECK(s["units"].contains("card.core_7.macs"));
+  CHECK(s["units"]["card.core_7.macs"]["unit"] == "MAC");
+
+  // Trace: valid JSON, complete events with durations, process and thread names.
+  std::ifstream tin(out / "trace.json");
+  const json tr = json::parse(tin);
+  REQUIRE(tr["traceEvents"].is_array());
+  std::map<int, std::string> processes;
+  std::set<std::pair<int, int>> threads;
+  int complete = 0;
+  for (const auto& e : tr["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes[e["pid"].get<int>()] = e["args"]["name"];
+    if (e["ph"] == "M" && e["name"] == "thread_name") threads.insert({e["pid"].get<int>(), e["tid"].get<int>()});
+    if (e["ph"] == "X") {
+      ++complete;
+      CHECK(e["dur"].get<double>() >= 0);
+      CHECK(e["ts"].get<double>() >= 0);
+      CHECK(processes.count(e["pid"].get<int>()) == 1);  // metadata comes first
+      CHECK(threads.count({e["pid"].get<int>(), e["tid"].get<int>()}) == 1);
+    }
+  }
+  CHECK(complete > 0);
+  CHECK_FALSE(processes.empty());
+}
+
+TEST_CASE("cli: probe pt --trace writes a Perfetto trace file", "[cli]") {
+  TempDir t;
+  const fs::path trace = t.dir / "pt.json";
+  const Result r = run({"probe", "pt", "-p", "card.core.count=2", "--trace", trace.string()});
+  REQUIRE(r.code == 0);
+  std::ifstream in(trace);
+  REQUIRE(in);
+  const json tr = json::parse(in);
+  int complete = 0, meta = 0;
+  for (const auto& e : tr["traceEvents"]) {
+    complete += e["ph"] == "X";
+    meta += e["ph"] == "M";
+  }
+  CHECK(complete > 0);
+  CHECK(meta > 0);
+  CHECK(tr["displayTimeUnit"] == "ns");
+}
+
+TEST_CASE("cli: --out into an impossible place fails with exit 1", "[cli]") {
+  TempDir t;
+  const std::string file = t.write("plain", "x");
+  check_input_error(run({"probe", "pt", "-p", "card.core.count=2", "--out", file + "/sub"}),
+                    file + "/sub: cannot create output directory");
+}
+
+TEST_CASE("cli: --debug switches named flags on and rejects unknown ones", "[cli]") {
+  const Result on = run({"probe", "pt", "-p", "card.core.count=2", "--debug", "core"});
+  CHECK(on.code == 0);
+  CHECK(contains(on.err, "[core] "));
+  CHECK_FALSE(contains(on.err, "[lpddr5] "));
+  const Result off = run({"probe", "pt", "-p", "card.core.count=2"});
+  CHECK(off.code == 0);
+  CHECK_FALSE(contains(off.err, "[core] "));
+  const Result bad = run({"probe", "pt", "--debug", "cores"});
+  check_input_error(bad, "--debug: unknown flag 'cores' (flags: ");
+  CHECK(contains(bad.err, "core"));
+  CHECK(contains(bad.err, "all)"));
+  CHECK(contains(bad.err, "did you mean 'core'?"));
+  const Result env = run({"probe", "pt", "-p", "card.core.count=2"}, "VSPYRE_DEBUG=core");
+  CHECK(env.code == 0);
+  CHECK(contains(env.err, "[core] "));
+  check_input_error(run({"describe"}, "VSPYRE_DEBUG=nosuchflag"), "VSPYRE_DEBUG: unknown flag 'nosuchflag'");
+}
