@@ -52,7 +52,6 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_t.t_lookahead = ns("t_lookahead", "25ns", "how far ahead of the data bus the controller opens rows");
   m_t.t_frontend = ns("t_frontend", "60ns", "memory controller plus on-chip network latency, each way");
   m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
-  m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
     throw ConfigError(SourceLoc{path()}, path() + ".interleave: must be a multiple of 128B");
   if (m_t.row_bytes % m_t.interleave)

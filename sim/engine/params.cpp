@@ -97,6 +97,8 @@ const ConfigNode* ParamReader::lookup(std::string_view key, ParamKind kind, std:
                                       const ParamInfo& info, std::vector<std::string> choices) {
   ParamSpec spec;
   spec.path = m_prefix + std::string(key);
+  for (const auto& s : m_specs)
+    if (s.path == spec.path) throw std::logic_error(m_where + ": parameter '" + spec.path + "' declared twice");
   spec.kind = kind;
   spec.default_text = std::move(default_text);
   spec.description = std::string(info.description);

@@ -461,3 +461,29 @@ TEST_CASE("engine: version string names vspyre and SystemC", "[engine][sim]") {
   CHECK(v.rfind(std::string("vspyre ") + VSPYRE_VERSION, 0) == 0);
   CHECK(contains(v, "SystemC"));
 }
+
+TEST_CASE("engine: a connect: list that leaves an initiator unbound is a config error", "[engine][configerr]") {
+  TempDir t;
+  const std::string f = t.write("bad.yaml", "card:\n  core: {count: 2}\n  connect:\n    - core_*.mem -> memory.port\n");
+  CHECK(build_error(f) == f + ":4:5: card.connect: core_0.ring is not connected to anything");
+}
+
+TEST_CASE("engine: a connect: list that binds an initiator twice is a config error", "[engine][configerr]") {
+  TempDir t;
+  const std::string f = t.write("bad.yaml",
+                                "card:\n  core: {count: 2}\n  connect:\n"
+                                "    - core_*.ring -> ring.port\n"
+                                "    - core_*.mem -> memory.port\n"
+                                "    - core_0.mem -> memory.port\n");
+  CHECK(build_error(f) == f + ":6:7: card.connect: core_0.mem is connected twice");
+}
+
+TEST_CASE("engine: an explicit complete connect: list builds the card", "[engine][sim]") {
+  TempDir t;
+  const std::string f = t.write("ok.yaml",
+                                "card:\n  core: {count: 3}\n  connect:\n"
+                                "    - core_*.ring -> ring.port\n"
+                                "    - core_*.mem -> memory.port\n");
+  Simulation sim(resolve(f));
+  CHECK(check_card(sim) == 3);
+}
