@@ -153,7 +153,19 @@ void sync_if_ahead(double t_ps) {
 
 double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper&) {
   const uint64_t req = m_dma_request;
-  const uint64_t n = (op.bytes + req - 1) / req;
+  // Requests never cross a run: split every run into requests of at most `req` bytes.
+  const uint64_t run = op.run_bytes ? op.run_bytes : op.bytes;
+  const uint64_t stride = op.run_bytes ? op.stride : op.bytes;
+  const uint64_t per_run = run ? (run + req - 1) / req : 0;
+  const uint64_t runs = run ? (op.bytes + run - 1) / run : 0;
+  const uint64_t n = runs * per_run;
+  auto request = [&](uint64_t i, uint64_t& addr) {
+    const uint64_t r = i / per_run, k = i % per_run;
+    const uint64_t run_len = std::min(run, op.bytes - r * run);
+    if (k * req >= run_len) return uint64_t{0};
+    addr = op.addr + r * stride + k * req;
+    return std::min(req, run_len - k * req);
+  };
   std::vector<double> window(m_dma_outstanding, t);
   double next_issue = t, last = t;
   tlm::tlm_generic_payload trans;
@@ -165,9 +177,11 @@ double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_q
     const double issue = std::max(next_issue, window[i % m_dma_outstanding]);
     next_issue = issue + m_dma_issue_ps;
     sync_if_ahead(issue);
-    const uint64_t len = std::min(req, op.bytes - i * req);
+    uint64_t addr = 0;
+    const uint64_t len = request(i, addr);
+    if (len == 0) continue;
     trans.set_command(is_write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
-    trans.set_address(op.addr + i * req);
+    trans.set_address(addr);
     trans.set_data_ptr(nullptr);
     trans.set_data_length(static_cast<unsigned>(len));
     trans.set_streaming_width(static_cast<unsigned>(len));
@@ -178,7 +192,7 @@ double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_q
     if (trans.is_response_error()) {
       trans.clear_extension(&ext);
       throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " at 0x" +
-                       [&] { char b[32]; std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(op.addr + i * req)); return std::string(b); }() +
+                       [&] { char b[32]; std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(addr)); return std::string(b); }() +
                        " of " + std::to_string(len) + " B failed: " + trans.get_response_string());
     }
     const double done = base + delay.to_seconds() * 1e12;

@@ -29,6 +29,10 @@ struct CoreOp {
   // Load / Store: device-memory address and bytes. Ring: destination core and bytes.
   uint64_t addr = 0;
   uint64_t bytes = 0;
+  // Strided transfers: when run_bytes > 0, `bytes` are moved as runs of run_bytes contiguous
+  // bytes, run i starting at addr + i * stride (a stick-tiled slice is a set of such runs).
+  uint64_t run_bytes = 0;
+  uint64_t stride = 0;
   CoreId dst{0};
   // Pt: an (m x k) @ (k x n) product with elements of `bits` bits.
   uint64_t m = 0, k = 0, n = 0;
