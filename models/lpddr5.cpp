@@ -20,8 +20,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
       m_writes(stats().scalar("writes", "requests", "write requests served")),
       m_row_hits(stats().scalar("row_hits", "rows", "row-piece accesses that found their row open")),
       m_row_misses(stats().scalar("row_misses", "rows", "row-piece accesses that had to precharge/activate")),
-      m_refreshes(stats().scalar("refreshes", "events", "all-bank refreshes that delayed a request")),
-      m_turnarounds(stats().scalar("turnarounds", "events", "read<->write bus turnarounds")),
+      m_turnarounds(stats().scalar("turnarounds", "events", "write-to-read plus read-to-write turnaround pairs")),
       m_bytes_read(stats().scalar("bytes_read", "B", "bytes read")),
       m_bytes_written(stats().scalar("bytes_written", "B", "bytes written")),
       m_last_done(stats().scalar("last_done_ps", "ps", "completion time of the last request")) {
@@ -41,16 +40,17 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   };
   m_t.t_rcd = ns("t_rcd", "18ns", "activate to column command");
   m_t.t_rp = ns("t_rp", "18ns", "precharge");
-  m_t.t_ras = ns("t_ras", "42ns", "activate to precharge, same bank");
-  m_t.t_rrd = ns("t_rrd", "5ns", "activate to activate, different banks");
   m_t.t_rl = ns("t_rl", "18ns", "read latency, command to first data");
   m_t.t_wl = ns("t_wl", "9ns", "write latency, command to first data");
   m_t.t_wtr = ns("t_wtr", "12ns", "end of write data to read command");
   m_t.t_rtw = ns("t_rtw", "10ns", "read to write bus turnaround");
   m_t.t_rfc = ns("t_rfc", "280ns", "all-bank refresh cycle time");
   m_t.t_refi = ns("t_refi", "3906ns", "average refresh interval");
-  m_t.t_lookahead = ns("t_lookahead", "25ns", "how far ahead of the data bus the controller opens rows");
+  m_t.t_hide = ns("t_hide", "25ns", "part of a row miss (precharge + activate) the controller overlaps with other transfers");
   m_t.t_frontend = ns("t_frontend", "60ns", "memory controller plus on-chip network latency, each way");
+  m_t.bin = ns("bin", "100ns", "length of one bin of the bus calendar (model resolution)");
+  m_t.history = ns("history", "50us", "how long the bus calendar keeps past bins (>> sim.quantum)");
+  m_t.write_batch = p.get_size("write_batch", "192B", {"bytes per channel the controller drains per write burst", Provenance::Estimate});
   m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
     throw ConfigError(SourceLoc{path()}, path() + ".interleave: must be a multiple of 128B");
@@ -58,6 +58,9 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
     throw ConfigError(SourceLoc{path()}, path() + ".row_size: must be a multiple of interleave");
   if (m_t.t_refi <= m_t.t_rfc)
     throw ConfigError(SourceLoc{path()}, path() + ".t_refi: must exceed t_rfc");
+  if (m_t.bin <= 0 || m_t.history < 2 * m_t.bin)
+    throw ConfigError(SourceLoc{path()}, path() + ".bin: must be positive and history at least two bins");
+  if (m_t.write_batch == 0) throw ConfigError(SourceLoc{path()}, path() + ".write_batch: must be positive");
   m_t.ps_per_byte = 1e12 / (data_rate * 1e6 * static_cast<double>(width_bits) / 8.0);
 
   m_channels.resize(m_t.channels);
@@ -65,11 +68,10 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
     Channel& ch = m_channels[c];
     ch.banks.resize(m_t.banks);
     // Channels refresh staggered across the interval so they never all stop at once.
-    ch.next_refresh = m_t.t_refi * (c + 1) / m_t.channels;
+    ch.refresh_offset = m_t.t_refi * (c + 1) / m_t.channels;
     StatGroup& g = stats().group("channel_" + std::to_string(c));
     ch.bytes_read = &g.scalar("bytes_read", "B", "bytes read on this channel");
     ch.bytes_written = &g.scalar("bytes_written", "B", "bytes written on this channel");
-    ch.busy_ps = &g.scalar("busy_ps", "ps", "time the data bus moved data");
     if (tracing()) ch.track = trace()->track("memory", "channel_" + std::to_string(c));
   }
   stats().formula("peak_GBps", [this] { return peak_bandwidth() / 1e9; }, "GB/s", "nominal peak bandwidth");
@@ -81,9 +83,89 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   expose_target("port", port);
 }
 
+double Lpddr5::bin_capacity(const Channel& ch, int64_t index) const {
+  // Bus time in the bin less any overlap with this channel's refresh windows.
+  const double lo = static_cast<double>(index) * m_t.bin, hi = lo + m_t.bin;
+  double cap = m_t.bin;
+  double k = std::floor((lo - ch.refresh_offset - m_t.t_rfc) / m_t.t_refi);
+  for (double w = ch.refresh_offset + k * m_t.t_refi; w < hi; w += m_t.t_refi) {
+    const double a = std::max(lo, w), b = std::min(hi, w + m_t.t_rfc);
+    if (b > a) cap -= b - a;
+  }
+  return std::max(0.0, cap);
+}
+
+Lpddr5::Bin& Lpddr5::bin_at(Channel& ch, int64_t index) {
+  if (ch.bins.empty()) {
+    ch.first_bin = index;
+    if (ch.full_below == INT64_MIN) ch.full_below = index;
+  }
+  while (index < ch.first_bin) {  // older than anything kept: treat as a fresh bin in front
+    ch.bins.push_front(Bin{bin_capacity(ch, ch.first_bin - 1)});
+    --ch.first_bin;
+  }
+  while (index >= ch.first_bin + static_cast<int64_t>(ch.bins.size()))
+    ch.bins.push_back(Bin{bin_capacity(ch, ch.first_bin + static_cast<int64_t>(ch.bins.size()))});
+  return ch.bins[static_cast<size_t>(index - ch.first_bin)];
+}
+
+double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, bool is_write) {
+  auto idx = static_cast<int64_t>(std::floor(ready / m_t.bin));
+  // Forget bins far behind the requests now arriving.
+  const auto keep_from = static_cast<int64_t>(std::floor((ready - m_t.history) / m_t.bin));
+  while (!ch.bins.empty() && ch.first_bin < keep_from && ch.bins.size() > 1 && ch.first_bin + 1 < ch.full_below) {
+    ch.bins.pop_front();
+    ++ch.first_bin;
+  }
+  double left = need;
+  const double per_byte = bytes ? need / static_cast<double>(bytes) : 0.0;
+  // Skip the run of bins already known to be full (a queue under load is long).
+  if (idx < ch.full_below) idx = ch.full_below;
+  for (;; ++idx) {
+    Bin& b = bin_at(ch, idx);
+    if (b.free <= 1e-9 && idx == ch.full_below) {
+      ++ch.full_below;
+      continue;
+    }
+    const double lo = static_cast<double>(idx) * m_t.bin;
+    // A request ready in the middle of a bin can use only the part of it after `ready`.
+    const double usable = std::min(b.free, lo + m_t.bin - std::max(lo, ready));
+    if (usable <= 0) continue;
+    // Bytes this bin carries, and the turnarounds that mixing them with the other direction costs.
+    double take = std::min(usable, left);
+    double& mine = is_write ? b.wr : b.rd;
+    const double other = is_write ? b.rd : b.wr;
+    const double moved = per_byte > 0 ? take / per_byte : 0.0;
+    // Turnaround pairs grow with the smaller direction's bytes; counted as an average, so the
+    // result does not depend on the bin length.
+    const double pairs = std::min(mine + moved, other) / static_cast<double>(m_t.write_batch);
+    double extra = 0;
+    if (pairs > b.pairs) extra = (pairs - b.pairs) * (m_t.t_wtr + m_t.t_rtw);
+    if (take + extra > usable) {
+      // Not all of it fits: move what fits, pay the turnaround here, continue in the next bin.
+      take = std::max(0.0, usable - extra);
+      if (take <= 0) continue;
+    }
+    mine += per_byte > 0 ? take / per_byte : 0.0;
+    if (pairs > b.pairs) {
+      m_turnarounds += pairs - b.pairs;
+      b.pairs = pairs;
+    }
+    b.free -= take + extra;
+    left -= take;
+    if (b.free <= 1e-9 && idx == ch.full_below) ++ch.full_below;
+    if (left <= 1e-9) {
+      // Ends where the bin's used time reaches, but never before it could have started.
+      const double end = lo + (m_t.bin - b.free);
+      return std::max(end, ready + need);
+    }
+  }
+}
+
 double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool is_write, double t) {
   Channel& ch = m_channels[c];
   const uint64_t row_span = m_t.row_bytes * m_t.banks;
+  const double cas = is_write ? m_t.t_wl : m_t.t_rl;
   double done = t;
   while (bytes > 0) {
     const uint64_t in_row = std::min<uint64_t>(bytes, m_t.row_bytes - local % m_t.row_bytes);
@@ -91,58 +173,27 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
     // Permutation-based bank interleaving: row bits XOR into the bank index, so streams whose
     // addresses differ by a multiple of the row span do not all land on one bank.
     uint32_t b = static_cast<uint32_t>((local / m_t.row_bytes) % m_t.banks);
-    if (m_t.bank_xor) b = static_cast<uint32_t>((b ^ static_cast<uint64_t>(row) ^ (static_cast<uint64_t>(row) >> 4) ^
-                                                 (static_cast<uint64_t>(row) >> 8)) % m_t.banks);
+    if (m_t.bank_xor) {
+      uint64_t fold = 0;
+      for (uint64_t r = static_cast<uint64_t>(row); r; r /= m_t.banks) fold ^= r % m_t.banks;
+      b = static_cast<uint32_t>((b ^ fold) % m_t.banks);
+    }
     Bank& bank = ch.banks[b];
-    const double dur = static_cast<double>(in_row) * m_t.ps_per_byte;
-    double start = std::max(ch.bus_free, t + (is_write ? m_t.t_wl : m_t.t_rl));
-    // Direction change: the bus idles for the turnaround.
-    if (ch.last_write != is_write && ch.bus_free > 0) {
-      start = std::max(start, ch.bus_free + (ch.last_write ? m_t.t_wtr : m_t.t_rtw));
-      ++m_turnarounds;
-    }
-    ch.last_write = is_write;
-    for (;;) {
-      double ready = bank.ready;
-      if (bank.open_row != row) {
-        // Precharge (if a row is open), then activate, no sooner than tRRD after the last activate.
-        // The controller opens a row for a queued request only a bounded time before the bus
-        // is free for it (its scheduling window): a row miss is hidden only that far.
-        const double window = ch.bus_free - m_t.t_lookahead;
-        const double pre_ok = std::max(bank.ready, bank.activated + m_t.t_ras);
-        double act = std::max({pre_ok + (bank.open_row >= 0 ? m_t.t_rp : 0.0), t, window,
-                               ch.last_act + m_t.t_rrd});
-        ready = act + m_t.t_rcd + (is_write ? m_t.t_wl : m_t.t_rl);
-        if (start < ready) start = ready;
-      }
-      // All-bank refresh: a transfer may not overlap one; afterwards every row is closed.
-      if (start + dur > ch.next_refresh) {
-        const double ref_end = std::max(ch.next_refresh, ch.bus_free) + m_t.t_rfc;
-        ch.next_refresh += m_t.t_refi;
-        ++m_refreshes;
-        for (Bank& bk : ch.banks) {
-          bk.open_row = -1;
-          bk.ready = std::max(bk.ready, ref_end);
-        }
-        start = std::max(start, ref_end);
-        continue;
-      }
-      if (bank.open_row != row) {
-        ch.last_act = start - m_t.t_rcd - (is_write ? m_t.t_wl : m_t.t_rl);
-        bank.activated = ch.last_act;
-        bank.open_row = row;
-        ++m_row_misses;
-      } else {
-        ++m_row_hits;
-      }
-      break;
-    }
-    const double end = start + dur;
-    ch.bus_free = end;
-    bank.ready = end;
-    *ch.busy_ps += dur;
+    // A refresh since the bank's last use closed its row.
+    const double epoch = std::floor((t - ch.refresh_offset) / m_t.t_refi);
+    const bool hit = bank.open_row == row && bank.last_refresh_epoch == epoch;
+    const double data = static_cast<double>(in_row) * m_t.ps_per_byte;
+    // A miss occupies the bus for the part of precharge + activate the controller cannot hide.
+    const double exposed =
+        hit ? 0.0 : std::max(0.0, (bank.open_row >= 0 ? m_t.t_rp : 0.0) + m_t.t_rcd - m_t.t_hide);
+    const double ready = t + cas + (hit ? 0.0 : m_t.t_rcd);
+    const double end = place(ch, ready, data + exposed, in_row, is_write);
+    if (hit) ++m_row_hits;
+    else ++m_row_misses;
+    bank.open_row = row;
+    bank.last_refresh_epoch = epoch;
     *(is_write ? ch.bytes_written : ch.bytes_read) += static_cast<double>(in_row);
-    if (tracing()) trace()->complete(ch.track, is_write ? "wr" : "rd", start, dur);
+    if (tracing()) trace()->complete(ch.track, is_write ? "wr" : "rd", end - data - exposed, data + exposed);
     done = std::max(done, end);
     local += in_row;
     bytes -= in_row;

@@ -225,7 +225,7 @@ TEST_CASE("engine: config configs/presets/lpddr5x_8533.yaml builds a card", "[en
   Simulation sim(resolve(config_path("presets/lpddr5x_8533.yaml")));
   CHECK(check_card(sim) == 32);
   CHECK(value_of(by_path(sim, "card.memory"), "data_rate_mtps") == "8533");
-  CHECK(value_of(by_path(sim, "card.memory"), "t_rrd") == "3.75ns");
+  CHECK(value_of(by_path(sim, "card.memory"), "t_rl") == "16ns");
 }
 
 TEST_CASE("engine: config configs/whatif/cores_64.yaml gives 64 cores", "[engine][configs]") {
@@ -245,7 +245,7 @@ TEST_CASE("engine: config configs/whatif/lpddr5x_8533.yaml swaps the memory pres
   CHECK(check_card(sim) == 32);
   const Component* mem = by_path(sim, "card.memory");
   CHECK(value_of(mem, "data_rate_mtps") == "8533");
-  CHECK(value_of(mem, "t_rrd") == "3.75ns");
+  CHECK(value_of(mem, "t_rl") == "16ns");
   CHECK(value_of(mem, "t_rl") == "16ns");
   CHECK(value_of(mem, "capacity") == "128GB");  // from spyre.yaml
 }
