@@ -57,9 +57,9 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_sfp_startup = static_cast<uint32_t>(sfp.get_int("startup", 16, {"pipeline startup cycles per operation", Provenance::Estimate}, 0, 1 << 20));
   ParamReader& dma = p.group("dma", "DMA engines between device memory and LX");
   m_dma_outstanding = static_cast<uint32_t>(dma.get_int(
-      "outstanding", 4, {"requests each DMA engine keeps in flight", Provenance::Estimate,
+      "outstanding", 2, {"requests each DMA engine keeps in flight", Provenance::Estimate,
                          "calibrated: one core sustains 16-43 GB/s (measured.md 6d)"}, 1, 1024));
-  m_dma_request = dma.get_size("request_size", "2KiB", {"bytes per DMA request (whole sticks)", Provenance::Estimate});
+  m_dma_request = dma.get_size("request_size", "4KiB", {"bytes per DMA request (whole sticks)", Provenance::Estimate});
   m_dma_issue_ps = dma.get_time("issue_interval", "4cycles", {"minimum time between request issues", Provenance::Estimate}).to_ps(m_clock_hz);
   if (m_dma_request == 0 || m_dma_request % kStickBytes)
     throw ConfigError(SourceLoc{path()}, path() + ".dma.request_size: must be a positive multiple of 128B");

@@ -64,9 +64,11 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_t.ps_per_byte = 1e12 / (data_rate * 1e6 * static_cast<double>(width_bits) / 8.0);
 
   m_channels.resize(m_t.channels);
+  m_segs.resize(m_t.channels);
   for (uint32_t c = 0; c < m_t.channels; ++c) {
     Channel& ch = m_channels[c];
     ch.banks.resize(m_t.banks);
+    ch.ring.resize(static_cast<size_t>(std::ceil(m_t.history / m_t.bin)) + 2);
     // Channels refresh staggered across the interval so they never all stop at once.
     ch.refresh_offset = m_t.t_refi * (c + 1) / m_t.channels;
     StatGroup& g = stats().group("channel_" + std::to_string(c));
@@ -95,38 +97,48 @@ double Lpddr5::bin_capacity(const Channel& ch, int64_t index) const {
   return std::max(0.0, cap);
 }
 
-Lpddr5::Bin& Lpddr5::bin_at(Channel& ch, int64_t index) {
-  if (ch.bins.empty()) {
-    ch.first_bin = index;
-    if (ch.full_below == INT64_MIN) ch.full_below = index;
+Lpddr5::Bin& Lpddr5::bin_at(Channel& ch, int64_t& index) {
+  const auto n = static_cast<int64_t>(ch.ring.size());
+  if (!ch.started) {
+    ch.started = true;
+    ch.first_bin = ch.end_bin = index;
   }
-  while (index < ch.first_bin) {  // older than anything kept: treat as a fresh bin in front
-    ch.bins.push_front(Bin{bin_capacity(ch, ch.first_bin - 1)});
-    --ch.first_bin;
+  if (index < ch.first_bin) index = ch.first_bin;
+  while (index >= ch.end_bin) {
+    if (ch.end_bin - ch.first_bin == n) ++ch.first_bin;
+    ch.ring[static_cast<size_t>(ch.end_bin % n)] = Bin{bin_capacity(ch, ch.end_bin)};
+    ++ch.end_bin;
   }
-  while (index >= ch.first_bin + static_cast<int64_t>(ch.bins.size()))
-    ch.bins.push_back(Bin{bin_capacity(ch, ch.first_bin + static_cast<int64_t>(ch.bins.size()))});
-  return ch.bins[static_cast<size_t>(index - ch.first_bin)];
+  return ch.ring[static_cast<size_t>(index % n)];
+}
+
+int64_t Lpddr5::first_open(Channel& ch, int64_t index) {
+  const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
+  int64_t j = index;
+  for (;;) {
+    Bin& b = bin_at(ch, j);
+    if (b.free >= min_free) break;
+    j = b.next > j ? b.next : j + 1;
+  }
+  // Path compression: every full bin visited now points straight at the answer.
+  for (int64_t k = index; k < j;) {
+    Bin& b = bin_at(ch, k);
+    const int64_t nk = b.next > k ? b.next : k + 1;
+    b.next = j;
+    k = nk;
+  }
+  return j;
 }
 
 double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, bool is_write) {
   auto idx = static_cast<int64_t>(std::floor(ready / m_t.bin));
-  // Forget bins far behind the requests now arriving.
-  const auto keep_from = static_cast<int64_t>(std::floor((ready - m_t.history) / m_t.bin));
-  while (!ch.bins.empty() && ch.first_bin < keep_from && ch.bins.size() > 1 && ch.first_bin + 1 < ch.full_below) {
-    ch.bins.pop_front();
-    ++ch.first_bin;
-  }
+  const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
   double left = need;
   const double per_byte = bytes ? need / static_cast<double>(bytes) : 0.0;
-  // Skip the run of bins already known to be full (a queue under load is long).
-  if (idx < ch.full_below) idx = ch.full_below;
   for (;; ++idx) {
+    // Skip bins with less than one stick's bus time left: full for every practical purpose.
+    idx = first_open(ch, idx);
     Bin& b = bin_at(ch, idx);
-    if (b.free <= 1e-9 && idx == ch.full_below) {
-      ++ch.full_below;
-      continue;
-    }
     const double lo = static_cast<double>(idx) * m_t.bin;
     // A request ready in the middle of a bin can use only the part of it after `ready`.
     const double usable = std::min(b.free, lo + m_t.bin - std::max(lo, ready));
@@ -153,7 +165,6 @@ double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, boo
     }
     b.free -= take + extra;
     left -= take;
-    if (b.free <= 1e-9 && idx == ch.full_below) ++ch.full_below;
     if (left <= 1e-9) {
       // Ends where the bin's used time reaches, but never before it could have started.
       const double end = lo + (m_t.bin - b.free);
@@ -208,8 +219,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps)
   // A contiguous request maps to one contiguous channel-local range per channel.
   uint64_t a = addr;
   const uint64_t end = addr + bytes;
-  struct Seg { uint64_t local = 0, bytes = 0; bool used = false; };
-  Seg segs[256];
+  std::vector<Seg>& segs = m_segs;
   while (a < end) {
     const uint64_t chunk = std::min<uint64_t>(end - a, il - a % il);
     const uint64_t stripe = a / il;
@@ -224,7 +234,10 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps)
     a += chunk;
   }
   for (uint32_t c = 0; c < nch; ++c)
-    if (segs[c].used) done = std::max(done, channel_access(c, segs[c].local, segs[c].bytes, is_write, t));
+    if (segs[c].used) {
+      done = std::max(done, channel_access(c, segs[c].local, segs[c].bytes, is_write, t));
+      segs[c] = Seg{};
+    }
   if (is_write) {
     ++m_writes;
     m_bytes_written += static_cast<double>(bytes);

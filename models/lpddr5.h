@@ -10,7 +10,6 @@
 // on the default card) comes out of these mechanics; no bandwidth is written anywhere.
 #pragma once
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -62,11 +61,13 @@ class Lpddr5 : public Component {
     double free = 0;   // bus time still free
     double rd = 0, wr = 0;  // bytes each way
     double pairs = 0;       // turnaround pairs charged (fractional: an average over the bin)
+    int64_t next = -1;      // for a full bin: a later bin to look at first (path-compressed)
   };
   struct Channel {
-    std::deque<Bin> bins;
-    int64_t first_bin = 0;  // index of bins.front()
-    int64_t full_below = INT64_MIN;  // every bin before this index is full
+    // A ring of bins covering [first_bin, end_bin); older bins are forgotten (history).
+    std::vector<Bin> ring;
+    int64_t first_bin = 0, end_bin = 0;
+    bool started = false;
     double refresh_offset = 0;
     std::vector<Bank> banks;
     Scalar* bytes_read = nullptr;
@@ -77,15 +78,21 @@ class Lpddr5 : public Component {
   void b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned int transport_dbg(int id, tlm::tlm_generic_payload& trans);
   double channel_access(uint32_t ch, uint64_t local, uint64_t bytes, bool is_write, double t_ps);
-  Bin& bin_at(Channel& ch, int64_t index);
+  // The bin with this index, created if new; an index older than the history is moved up to the
+  // oldest bin kept.
+  Bin& bin_at(Channel& ch, int64_t& index);
   double bin_capacity(const Channel& ch, int64_t index) const;
   // Places `need` ps of bus work no earlier than `ready`; returns when it ends.
+  // The first bin at or after `index` with bus time left.
+  int64_t first_open(Channel& ch, int64_t index);
   double place(Channel& ch, double ready, double need, uint64_t bytes, bool is_write);
 
   Lpddr5Timing m_t;
   uint64_t m_capacity;
   std::vector<Channel> m_channels;
   std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> m_pages;
+  struct Seg { uint64_t local = 0, bytes = 0; bool used = false; };
+  std::vector<Seg> m_segs;  // per-channel scratch for access()
   Scalar& m_reads;
   Scalar& m_writes;
   Scalar& m_row_hits;
