@@ -1,6 +1,7 @@
 // The `vspyre` command. Exit codes: 0 success, 1 bad input (one clear line on stderr), 2 internal error.
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
@@ -11,10 +12,13 @@
 #include <systemc>
 
 #include "models/card.h"
+#include "models/plan_runner.h"
 #include "models/probes.h"
 #include "sim/engine/error.h"
 #include "sim/engine/log.h"
 #include "sim/engine/simulation.h"
+#include "sim/bundle/bundle.h"
+#include "sim/plan/lower.h"
 
 namespace vspyre {
 namespace {
@@ -25,6 +29,7 @@ const char* kUsage =
     "commands:\n"
     "  describe   list every component type and parameter (unit, default, provenance, description)\n"
     "  probe      the card's own bandwidth and throughput tests: memory | ring | pcie | pt\n"
+    "  run        time a compiled kernel bundle (bundle.mlir + sdsc_*.json) on the card\n"
     "\n"
     "  vspyre --version          print the version\n"
     "  vspyre <command> --help   options of one command\n";
@@ -47,6 +52,23 @@ const char* kProbeHelp =
     "\n"
     "Without --config the default card (configs/spyre.yaml, or $VSPYRE_CONFIG) is used.\n";
 
+const char* kRunHelp =
+    "usage: vspyre run BUNDLE_DIR [--config FILE] [-p key.path=value ...] [--out DIR] [--json]\n"
+    "                  [--trace FILE] [--dump-plan FILE] [--no-data] [--debug FLAGS]\n"
+    "\n"
+    "Loads the bundle (BUNDLE_DIR/bundle.mlir and the sdsc_*.json files it names), lowers it to a\n"
+    "per-core plan (DMA in, compute on PT or SFP, DMA out, ring combines, one launch cost) and runs\n"
+    "that plan on the card. Prints the kernel time, per-core PT/SFP utilisation, bytes per level\n"
+    "(LPDDR5 read/write, LX, ring) and the bottleneck.\n"
+    "\n"
+    "  --json            one JSON object: kernel_time_us, cores_used, per_core, bytes, bottleneck, ...\n"
+    "  --out DIR         write stats.json, trace.json and config.resolved.yaml into DIR\n"
+    "  --trace FILE      write a Chrome trace of every engine\n"
+    "  --dump-plan FILE  write the lowered plan in protobuf text format\n"
+    "  --no-data         timing only (numerics are not run by this command yet)\n"
+    "\n"
+    "Arguments get distinct device addresses; dimension arguments take their max_value.\n";
+
 struct Args {
   std::string command;
   std::vector<std::string> positional;
@@ -54,7 +76,8 @@ struct Args {
   bool config_given = false;
   bool json = false;
   bool help = false;
-  std::string out_dir, trace_file, debug;
+  std::string out_dir, trace_file, debug, dump_plan;
+  bool no_data = false;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -76,6 +99,8 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--out") a.out_dir = need("a directory");
     else if (s == "--trace") a.trace_file = need("a file name");
     else if (s == "--debug") a.debug = need("a comma-separated list of debug flags");
+    else if (s == "--dump-plan") a.dump_plan = need("a file name");
+    else if (s == "--no-data") a.no_data = true;
     else if (!s.empty() && s[0] == '-') throw InputError("unknown option '" + s + "' (see --help)");
     else if (a.command.empty()) a.command = s;
     else a.positional.push_back(s);
@@ -193,6 +218,52 @@ int cmd_probe(Args a) {
   return 0;
 }
 
+int cmd_run(Args a) {
+  if (a.help) {
+    std::fputs(kRunHelp, stdout);
+    return 0;
+  }
+  if (a.positional.size() != 1) throw InputError("run: name one bundle directory (see --help)");
+  if (!a.config_given) a.sim.config_file = default_config_path();
+  Simulation sim(resolve_config(a.sim), !a.trace_file.empty() || !a.out_dir.empty());
+  Card& card = sim.top_as<Card>();
+  const plan::CardParams params = plan_card_params(card);
+  bundle::CardLimits limits;
+  limits.cores = params.cores;
+  if (!card.cores().empty()) {
+    limits.lx_bytes = card.core(0).lx_size();
+    limits.lx_reserved = card.core(0).lx_size() - card.core(0).lx_usable();
+  }
+  plan::Plan p;
+  try {
+    const bundle::LoadedBundle lb = bundle::load_bundle(a.positional[0], limits);
+    const auto resolved = bundle::resolve(lb, plan::default_bindings(lb), limits);
+    p = plan::lower(lb, resolved, params);
+  } catch (const bundle::LoadError& e) {
+    throw InputError(e.what());
+  } catch (const plan::LowerError& e) {
+    throw InputError(e.what());
+  }
+  if (!a.dump_plan.empty()) {
+    std::ofstream out(a.dump_plan, std::ios::binary | std::ios::trunc);
+    out << plan::to_text(p);
+    if (!out) throw InputError("--dump-plan: cannot write '" + a.dump_plan + "'");
+  }
+  if (!a.no_data) std::fputs("vspyre: note: data is not simulated yet; running timing only (as with --no-data)\n", stderr);
+  const PlanResult r = run_plan(card, p);
+  nlohmann::json j = r.to_json();
+  j["bundle"] = a.positional[0];
+  j["config"] = a.sim.config_file;
+  if (!a.out_dir.empty()) sim.write_outputs(a.out_dir, {{"run", j}});
+  if (!a.trace_file.empty()) sim.trace()->write(a.trace_file);
+  if (a.json) std::cout << j.dump(2) << "\n";
+  else {
+    std::cout << "run " << a.positional[0] << " on " << a.sim.config_file << "\n";
+    std::cout << format_result(r);
+  }
+  return 0;
+}
+
 int run(int argc, char** argv) {
   Args a = parse_args(argc, argv);
   if (!a.debug.empty()) enable_debug(a.debug, "--debug");
@@ -207,8 +278,9 @@ int run(int argc, char** argv) {
   }
   if (a.command == "describe") return cmd_describe(a);
   if (a.command == "probe") return cmd_probe(a);
-  std::string msg = "unknown command '" + a.command + "' (commands: describe, probe; see --help)";
-  if (auto s = did_you_mean(a.command, {"describe", "probe"})) msg += "; did you mean '" + *s + "'?";
+  if (a.command == "run") return cmd_run(a);
+  std::string msg = "unknown command '" + a.command + "' (commands: describe, probe, run; see --help)";
+  if (auto s = did_you_mean(a.command, {"describe", "probe", "run"})) msg += "; did you mean '" + *s + "'?";
   throw InputError(msg);
 }
 

@@ -9,7 +9,23 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
       host_port("host_port"),
       m_runs(stats().scalar("runs", "runs", "programs run on the card")),
       m_run_ps(stats().scalar("run_ps", "ps", "simulated time spent running programs")) {
+  ParamReader& p = params();
+  const TimeValue launch = p.get_time("launch_overhead", "15us",
+                                    {"fixed cost per kernel bundle launch", Provenance::Derived,
+                                     "hardware.md: softmax 512x1024 measured 23.67 us against ~8 us of ideal memory time"});
+  ParamReader& plan = p.group("plan", "how bundles are lowered to per-core schedules");
+  m_tile_target = plan.get_size("tile_target", "64KiB",
+                                {"streamed HBM bytes per core per tile above which work is tiled for DMA/compute overlap",
+                                 Provenance::Estimate});
+  ParamReader& sfp = plan.group("sfp_cycles", "SFP cycles per element per lane, by op class (lower.cpp sfp_cost_class)");
+  m_sfp_simple = sfp.get_real("simple", 1.0, {"add, sub, mul, neg, max, sum, identity, relu, ...", Provenance::Estimate});
+  m_sfp_divide = sfp.get_real("divide", 4.0, {"realdiv, reciprocal, ...", Provenance::Estimate});
+  m_sfp_transcendental = sfp.get_real(
+      "transcendental", 4.0,
+      {"exp, log, gelu, tanh, sigmoid, sqrt, ...", Provenance::Estimate,
+       "measured.md 6a: exp/gelu take the same time as neg when HBM-bound, so only an upper bound is known"});
   m_cores = build_children<Core>("core", "Core", 32);
+  m_launch_overhead_ps = launch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
   m_ring = build_child<Ring>("ring", "Ring");
   m_memory = build_child<Lpddr5>("memory", "Lpddr5");
   m_host = build_child<PcieLink>("host_link", "PcieLink");

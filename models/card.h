@@ -32,6 +32,15 @@ class Card : public Component {
   // completion time of a transfer issued at t_ps.
   double host_transfer(bool to_device, uint64_t bytes, double t_ps);
 
+  // Per-bundle fixed launch cost, paid once before a bundle's first SDSC.
+  double launch_overhead_ps() const { return m_launch_overhead_ps; }
+  // Plan lowering knobs (sim/plan/lower.h): SFP cycles per element per lane by cost class, and
+  // the streamed bytes per tile above which a core's work is cut into pipelined tiles.
+  double sfp_cycles_simple() const { return m_sfp_simple; }
+  double sfp_cycles_divide() const { return m_sfp_divide; }
+  double sfp_cycles_transcendental() const { return m_sfp_transcendental; }
+  uint64_t tile_target_bytes() const { return m_tile_target; }
+
   tlm_utils::simple_initiator_socket<Card> host_port;
 
  private:
@@ -39,6 +48,9 @@ class Card : public Component {
   Ring* m_ring;
   Lpddr5* m_memory;
   PcieLink* m_host;
+  double m_launch_overhead_ps = 0;
+  double m_sfp_simple = 1, m_sfp_divide = 1, m_sfp_transcendental = 1;
+  uint64_t m_tile_target = 0;
   Scalar& m_runs;
   Scalar& m_run_ps;
 };

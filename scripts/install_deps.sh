@@ -21,3 +21,8 @@ fi
 if ! command -v cmake >/dev/null 2>&1; then
   apt-get install -y -qq cmake >/dev/null
 fi
+# Python side (vspyre sweep and its tests): pip skips what is already installed.
+if command -v python3 >/dev/null 2>&1; then
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --disable-pip-version-check \
+    -r "$(dirname "${BASH_SOURCE[0]}")/requirements.txt"
+fi

@@ -1,0 +1,723 @@
+#include "sim/plan/lower.h"
+
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+
+namespace vspyre::plan {
+
+using bundle::Allocation;
+using bundle::LabeledDs;
+using bundle::Placement;
+using bundle::Sdsc;
+
+// The one table of SFP cost classes. Everything not listed is `simple` (one cycle per element
+// per lane), which measured.md 6a supports for exp/gelu at HBM-bound sizes.
+SfpClass sfp_cost_class(std::string_view op) {
+  static const std::set<std::string, std::less<>> divide{"realdiv", "div", "reciprocal", "divide", "fmod",
+                                                          "remainder", "floor_divide"};
+  static const std::set<std::string, std::less<>> transcendental{
+      "exp", "exp2", "log", "log2", "log1p", "gelu", "tanh", "sigmoid", "sqrt", "rsqrt", "softplus", "silu",
+      "erf", "sin", "cos", "pow", "swish", "mish", "layernormscale", "layernormnorm", "softmax"};
+  if (divide.count(op)) return SfpClass::divide;
+  if (transcendental.count(op)) return SfpClass::transcendental;
+  return SfpClass::simple;
+}
+
+double sfp_cycles_per_element(const SfpCosts& c, std::string_view op) {
+  switch (sfp_cost_class(op)) {
+    case SfpClass::divide: return c.divide;
+    case SfpClass::transcendental: return c.transcendental;
+    default: return c.simple;
+  }
+}
+
+bundle::Bindings default_bindings(const bundle::LoadedBundle& lb, uint64_t base) {
+  uint64_t largest = 1ull << 20;
+  for (const auto& [name, s] : lb.sdscs)
+    for (const auto& a : s.allocations) largest = std::max(largest, a.tensor_bytes);
+  const uint64_t align = 1ull << 20;
+  const uint64_t spacing = (largest + align - 1) / align * align + align;
+  bundle::Bindings b;
+  uint64_t next = base;
+  for (const auto& arg : lb.bundle.args) {
+    if (arg.is_dimension) {
+      b.args.push_back(static_cast<uint64_t>(std::max<int64_t>(arg.max_value, arg.granularity)));
+    } else {
+      b.args.push_back(next);
+      next += spacing;
+    }
+  }
+  b.pool_base = next;
+  return b;
+}
+
+namespace {
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return b ? (a + b - 1) / b : 0; }
+
+// One tensor of an SDSC as the lowering needs it.
+struct Tensor {
+  uint32_t idx = 0;
+  std::string name;
+  bool hbm = false;
+  int alloc = -1;  // index in Sdsc::allocations (the HBM one if any)
+  bool is_input = false, is_output = false;
+  std::vector<std::string> dims;  // layout order, innermost first
+  std::vector<bool> reduced;      // per layout dim
+  std::vector<bool> stick;        // per layout dim: the stick dimension
+  std::vector<uint64_t> full;     // whole-tensor count per dim (sticks for the stick dim)
+  std::vector<uint64_t> stride;   // bytes
+  uint64_t stick_elems = 64;
+  bool has(const std::string& d) const {
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (dims[i] == d && !reduced[i]) return true;
+    return false;
+  }
+};
+
+struct DimTile {
+  std::string dim;
+  uint64_t gran = 1;   // elements per tile step (a stick for a stick dimension)
+  uint64_t max_ext = 0;  // largest per-core extent, elements
+  uint64_t tile = 0;   // tile extent, elements
+  uint64_t count() const { return ceil_div(max_ext, tile); }
+};
+
+std::string sdsc_label(const Sdsc& s) { return s.file + " " + s.key; }
+
+class Lowerer {
+ public:
+  Lowerer(const CardParams& card, Plan& plan) : m_card(card), m_plan(plan) {}
+
+  void sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t exec_index);
+
+ private:
+  std::vector<Tensor> tensors(const Sdsc& s) const;
+  uint64_t ext_of(const Sdsc& s, uint32_t core, const std::string& d) const;
+
+  const CardParams& m_card;
+  Plan& m_plan;
+};
+
+std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
+  std::vector<Tensor> out;
+  std::set<uint32_t> ins, outs;
+  for (const auto& op : s.compute_ops) {
+    ins.insert(op.inputs.begin(), op.inputs.end());
+    outs.insert(op.outputs.begin(), op.outputs.end());
+  }
+  for (const LabeledDs& ds : s.labeled_ds) {
+    Tensor t;
+    t.idx = ds.idx;
+    t.name = ds.name;
+    t.is_output = outs.count(ds.idx) > 0;
+    t.is_input = ins.count(ds.idx) > 0 && !t.is_output;
+    for (size_t i = 0; i < s.allocations.size(); ++i) {
+      const Allocation& a = s.allocations[i];
+      if (a.lds_idx != ds.idx) continue;
+      if (a.placement == Placement::hbm) {
+        t.hbm = true;
+        t.alloc = static_cast<int>(i);
+      } else if (t.alloc < 0) {
+        t.alloc = static_cast<int>(i);
+      }
+    }
+    const bundle::LayoutInfo* li = s.layout_for(ds);
+    std::string stick_dim;
+    if (li && !li->stick_dim_order.empty()) {
+      stick_dim = li->stick_dim_order.front();
+      if (!li->stick_size.empty() && li->stick_size.front() > 0) t.stick_elems = static_cast<uint64_t>(li->stick_size.front());
+    }
+    t.dims = t.alloc >= 0 && !s.allocations[t.alloc].layout_dim_order.empty() ? s.allocations[t.alloc].layout_dim_order
+             : li ? li->layout_dim_order : std::vector<std::string>{};
+    uint64_t stride = m_card.stick_bytes;
+    for (const auto& d : t.dims) {
+      // scale_ is in primaryDsInfo_ layout order; find this dim there.
+      int32_t scale = 1;
+      if (li) {
+        auto it = std::find(li->layout_dim_order.begin(), li->layout_dim_order.end(), d);
+        const size_t pos = static_cast<size_t>(it - li->layout_dim_order.begin());
+        if (it != li->layout_dim_order.end() && pos < ds.scale.size()) scale = ds.scale[pos];
+      }
+      const bool red = scale < 0;
+      const bool stk = d == stick_dim;
+      const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(1, s.n_of(d)));
+      const uint64_t full = red ? 1 : stk ? ceil_div(n, t.stick_elems) : n;
+      t.reduced.push_back(red);
+      t.stick.push_back(stk);
+      t.full.push_back(full);
+      t.stride.push_back(stride);
+      stride *= full;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+uint64_t Lowerer::ext_of(const Sdsc& s, uint32_t core, const std::string& d) const {
+  const uint32_t slices = s.slices_of(d);
+  uint32_t k = 0;
+  if (auto it = s.core_slice.find(core); it != s.core_slice.end())
+    if (auto jt = it->second.find(d); jt != it->second.end()) k = jt->second;
+  int64_t v = (k + 1 == slices) ? s.el_of(d) : s.ss_of(d);
+  if (v <= 0) v = s.ss_of(d);
+  if (v <= 0) v = static_cast<int64_t>(ceil_div(static_cast<uint64_t>(std::max<int64_t>(1, s.n_of(d))), slices));
+  return static_cast<uint64_t>(v);
+}
+
+// A block of a tensor: per layout dim, an offset and a count in that dim's units.
+struct Block {
+  uint64_t addr = 0, bytes = 0, run = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> levels;  // (count, stride), innermost first
+};
+
+Block make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off, const std::vector<uint64_t>& cnt,
+                 uint64_t stick_bytes) {
+  Block b;
+  b.addr = base;
+  for (size_t i = 0; i < t.dims.size(); ++i) b.addr += off[i] * t.stride[i];
+  uint64_t run = stick_bytes;
+  size_t i = 0;
+  while (i < t.dims.size() && cnt[i] == t.full[i]) run *= cnt[i++];
+  if (i < t.dims.size()) run *= cnt[i++];
+  b.run = run;
+  b.bytes = run;
+  for (; i < t.dims.size(); ++i) {
+    if (cnt[i] <= 1) continue;
+    b.bytes *= cnt[i];
+    if (!b.levels.empty() && b.levels.back().second * b.levels.back().first == t.stride[i])
+      b.levels.back().first *= cnt[i];
+    else
+      b.levels.emplace_back(cnt[i], t.stride[i]);
+  }
+  // A single run covering everything: no levels needed.
+  if (b.levels.size() == 1 && b.levels[0].second == run) {
+    b.run = b.bytes;
+    b.levels.clear();
+  }
+  return b;
+}
+
+void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t exec_index) {
+  const std::vector<Tensor> ts = tensors(s);
+  const uint64_t SB = m_card.stick_bytes;
+
+  // Reduced dims: non-reduced in some input, in no output.
+  std::set<std::string> reduced_dims, out_dims;
+  for (const auto& t : ts)
+    if (t.is_output)
+      for (size_t i = 0; i < t.dims.size(); ++i)
+        if (!t.reduced[i]) out_dims.insert(t.dims[i]);
+  for (const auto& t : ts)
+    if (t.is_input)
+      for (size_t i = 0; i < t.dims.size(); ++i)
+        if (!t.reduced[i] && !out_dims.count(t.dims[i])) reduced_dims.insert(t.dims[i]);
+  bool cross_core = false;
+  for (const auto& d : reduced_dims)
+    if (s.slices_of(d) > 1) cross_core = true;
+
+  // Tile candidates: output dims, outermost (in the first output's layout) first.
+  std::vector<DimTile> tiles;
+  const Tensor* first_out = nullptr;
+  for (const auto& t : ts)
+    if (t.is_output) {
+      first_out = &t;
+      break;
+    }
+  std::vector<std::string> order;
+  if (first_out)
+    for (auto it = first_out->dims.rbegin(); it != first_out->dims.rend(); ++it)
+      if (out_dims.count(*it)) order.push_back(*it);
+  for (const auto& d : out_dims)
+    if (std::find(order.begin(), order.end(), d) == order.end()) order.push_back(d);
+  for (const auto& d : order) {
+    DimTile dt;
+    dt.dim = d;
+    for (const auto& t : ts)
+      for (size_t i = 0; i < t.dims.size(); ++i)
+        if (t.dims[i] == d && t.stick[i] && !t.reduced[i]) dt.gran = std::max(dt.gran, t.stick_elems);
+    for (uint32_t c : s.core_ids) dt.max_ext = std::max(dt.max_ext, ext_of(s, c, d));
+    dt.tile = ceil_div(dt.max_ext, dt.gran) * dt.gran;
+    if (dt.max_ext > dt.gran) tiles.push_back(dt);
+  }
+  auto tile_of = [&](const std::string& d) -> const DimTile* {
+    for (const auto& dt : tiles)
+      if (dt.dim == d) return &dt;
+    return nullptr;
+  };
+  // Per-dim count of a tensor for an extent in elements.
+  auto units = [](const Tensor& t, size_t i, uint64_t ext) -> uint64_t {
+    if (t.reduced[i]) return 1;
+    return t.stick[i] ? ceil_div(ext, t.stick_elems) : ext;
+  };
+  // Bytes of the largest block of tensor t with the current tiling (max extents).
+  auto block_bytes = [&](const Tensor& t) -> uint64_t {
+    uint64_t b = SB;
+    for (size_t i = 0; i < t.dims.size(); ++i) {
+      const DimTile* dt = t.reduced[i] ? nullptr : tile_of(t.dims[i]);
+      uint64_t ext = dt ? std::min(dt->tile, dt->max_ext) : 0;
+      if (!dt) {
+        for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[i]));
+      }
+      b *= units(t, i, ext);
+    }
+    return b;
+  };
+  auto streamed = [&](const Tensor& t) {
+    if (!t.hbm) return false;
+    for (size_t i = 0; i < t.dims.size(); ++i)
+      if (!t.reduced[i] && tile_of(t.dims[i])) return true;
+    return false;
+  };
+  uint64_t lx_resident = 0;
+  {
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    const uint32_t c0 = s.core_ids.empty() ? 0 : s.core_ids.front();
+    for (const auto& t : ts) {
+      if (t.hbm || t.alloc < 0) continue;
+      uint64_t b = SB;
+      for (size_t i = 0; i < t.dims.size(); ++i) {
+        uint64_t ext = 0;
+        for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[i]));
+        b *= units(t, i, ext);
+      }
+      const uint64_t off = static_cast<size_t>(t.alloc) < r.addresses.size() && c0 < r.addresses[t.alloc].size()
+                               ? r.addresses[t.alloc][c0]
+                               : 0;
+      ranges.emplace_back(off, off + b);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    uint64_t end = 0;
+    for (auto [lo, hi] : ranges) {
+      lo = std::max(lo, end);
+      if (hi > lo) lx_resident += hi - lo;
+      end = std::max(end, hi);
+    }
+  }
+  struct Need {
+    uint64_t resident = 0, buffers = 0;
+  };
+  auto need = [&]() {
+    Need n;
+    for (const auto& t : ts) {
+      if (!t.is_input && !t.is_output && !t.hbm) {
+        // An LX tensor the op does not touch still holds its space.
+        n.resident += block_bytes(t) * 0;
+      }
+      if (t.alloc < 0) continue;
+      if (!t.hbm) {
+        continue;  // LX-resident tensors: counted once below, by the LX ranges they occupy
+      } else if (streamed(t)) {
+        n.buffers += block_bytes(t);
+      } else {
+        n.resident += block_bytes(t);
+      }
+    }
+    n.resident += lx_resident;
+    return n;
+  };
+  // Loop order: the innermost tile loop is the dimension the largest operands do not depend on,
+  // so that they stay in LX across it and are not read again.
+  {
+    std::map<std::string, uint64_t> lacking;
+    for (const auto& dt : tiles)
+      for (const auto& t : ts)
+        if (t.hbm && !t.has(dt.dim)) lacking[dt.dim] += block_bytes(t);
+    std::stable_sort(tiles.begin(), tiles.end(),
+                     [&](const DimTile& a, const DimTile& b) { return lacking[a.dim] < lacking[b.dim]; });
+  }
+  const uint64_t usable = m_card.lx_usable;
+  // Tiling. Preferred: cut one dimension only (no operand is ever re-read), halving it until the
+  // streamed bytes per tile meet the tile target and the buffers fit LX twice. The first such
+  // dimension (outermost in the output layout) with the fewest tiles wins. Otherwise cut several
+  // dimensions, greedily the one with the most steps left, until the tile fits LX.
+  auto reset = [&] {
+    for (auto& dt : tiles) dt.tile = ceil_div(dt.max_ext, dt.gran) * dt.gran;
+  };
+  auto halve = [&](DimTile& dt) { dt.tile = ceil_div(ceil_div(dt.tile, 2), dt.gran) * dt.gran; };
+  auto fits = [&](const Need& n) { return n.resident + 2 * n.buffers <= usable; };
+  int best_dim = -1;
+  uint64_t best_tiles = UINT64_MAX;
+  bool best_target = false;
+  for (size_t j = 0; j < tiles.size(); ++j) {
+    reset();
+    for (;;) {
+      const Need n = need();
+      if (fits(n) && n.buffers <= m_card.tile_target_bytes) break;
+      if (tiles[j].tile <= tiles[j].gran) break;
+      halve(tiles[j]);
+    }
+    const Need n = need();
+    if (!fits(n)) continue;
+    const bool target = n.buffers <= m_card.tile_target_bytes;
+    const uint64_t count = tiles[j].count();
+    if (best_dim < 0 || (target && !best_target) || (target == best_target && count < best_tiles)) {
+      best_dim = static_cast<int>(j);
+      best_tiles = count;
+      best_target = target;
+    }
+  }
+  reset();
+  if (best_dim >= 0) {
+    for (;;) {
+      const Need n = need();
+      if ((fits(n) && n.buffers <= m_card.tile_target_bytes) || tiles[best_dim].tile <= tiles[best_dim].gran) break;
+      halve(tiles[best_dim]);
+    }
+  } else {
+    for (;;) {
+      if (fits(need())) break;
+      DimTile* best = nullptr;
+      for (auto& dt : tiles)
+        if (dt.tile > dt.gran && (!best || dt.tile / dt.gran > best->tile / best->gran)) best = &dt;
+      if (!best) break;
+      halve(*best);
+    }
+  }
+  const Need n = need();
+  bool dbl = n.resident + 2 * n.buffers <= usable;
+  if (!dbl && n.resident + n.buffers > usable) {
+    std::string sizes;
+    for (const auto& t : ts)
+      if (t.alloc >= 0) sizes += std::string(sizes.empty() ? "" : ", ") + t.name + " " + std::to_string(block_bytes(t)) + " B";
+    throw LowerError(sdsc_label(s) + ": core " + std::to_string(s.core_ids.empty() ? 0 : s.core_ids.front()) +
+                     ": one tile (a single stick row) needs " + std::to_string(n.resident + n.buffers) +
+                     " B of LX (" + sizes + ") but only " + std::to_string(usable) + " B are usable");
+  }
+  const uint32_t nbuf = dbl ? 2 : 1;
+
+  Stage* st = m_plan.add_stages();
+  st->set_name(sdsc_label(s));
+  st->set_sdsc(s.file);
+  st->set_execution(exec_index);
+  uint64_t tile_count = 1;
+  for (const auto& dt : tiles) tile_count *= dt.count();
+  st->set_double_buffered(dbl && n.buffers > 0 && tile_count > 1);
+  st->set_lx_peak_bytes(n.resident + nbuf * n.buffers);
+  st->set_tiles(static_cast<uint32_t>(tile_count));
+
+  // Per-op dims for PT.
+  auto op_elems = [&](const Tensor& t, const std::map<std::string, uint64_t>& ext) {
+    uint64_t e = 1;
+    for (size_t i = 0; i < t.dims.size(); ++i)
+      if (!t.reduced[i]) e *= ext.at(t.dims[i]);
+    return e;
+  };
+
+  std::map<uint32_t, uint64_t> partial_bytes, partial_elems;  // for cross-core combines
+  for (uint32_t core : s.core_ids) {
+    CoreProgram* prog = st->add_cores();
+    prog->set_core(core);
+    auto add = [&](Op::Kind k, const std::string& name, uint32_t tile) {
+      Op* o = prog->add_ops();
+      o->set_kind(k);
+      o->set_name(name);
+      o->set_tile(tile);
+      return std::pair<Op*, uint32_t>{o, static_cast<uint32_t>(prog->ops_size() - 1)};
+    };
+    std::map<std::string, uint64_t> core_ext;
+    for (const auto& [d, v] : s.n) core_ext[d] = ext_of(s, core, d);
+    // Tile index space, row-major over `tiles` (outermost first).
+    std::vector<uint64_t> counts;
+    for (const auto& dt : tiles) counts.push_back(ceil_div(core_ext[dt.dim], dt.tile));
+    uint64_t total = 1;
+    for (auto c : counts) total *= c;
+    std::map<uint32_t, std::vector<uint64_t>> last_proj;   // tensor -> tile coords it last loaded
+    std::map<uint32_t, int64_t> last_load;                 // tensor -> op index of its latest load
+    std::vector<int64_t> compute_end(total, -1), store_of(total, -1);
+    std::vector<uint64_t> coord(tiles.size(), 0);
+    auto proj = [&](const Tensor& t, const std::vector<uint64_t>& c) {
+      std::vector<uint64_t> p;
+      for (size_t j = 0; j < tiles.size(); ++j) p.push_back(t.has(tiles[j].dim) ? c[j] : UINT64_MAX);
+      return p;
+    };
+    auto block_for = [&](const Tensor& t, const std::vector<uint64_t>& c, std::map<std::string, uint64_t>* ext_out) {
+      std::vector<uint64_t> off(t.dims.size(), 0), cnt(t.dims.size(), 1);
+      for (size_t i = 0; i < t.dims.size(); ++i) {
+        if (t.reduced[i]) continue;
+        uint64_t o = 0, e = core_ext[t.dims[i]];
+        for (size_t j = 0; j < tiles.size(); ++j)
+          if (tiles[j].dim == t.dims[i]) {
+            o = c[j] * tiles[j].tile;
+            e = std::min(tiles[j].tile, e - o);
+          }
+        off[i] = t.stick[i] ? o / t.stick_elems : o;
+        cnt[i] = units(t, i, e);
+      }
+      (void)ext_out;
+      const uint64_t base = t.alloc >= 0 && static_cast<size_t>(t.alloc) < r.addresses.size() &&
+                                    core < r.addresses[t.alloc].size()
+                                ? r.addresses[t.alloc][core]
+                                : 0;
+      return make_block(t, base, off, cnt, SB);
+    };
+    auto fill_dma = [&](Op* o, const Block& b, uint32_t tensor) {
+      o->set_addr(b.addr);
+      o->set_bytes(b.bytes);
+      o->set_run_bytes(b.run);
+      o->set_tensor(tensor);
+      for (auto [cnt, stride] : b.levels) {
+        StrideLevel* l = o->add_levels();
+        l->set_count(cnt);
+        l->set_stride(stride);
+      }
+    };
+    for (uint64_t ti = 0; ti < total; ++ti) {
+      // Coordinates of tile ti.
+      uint64_t rem = ti;
+      for (size_t j = tiles.size(); j-- > 0;) {
+        coord[j] = rem % counts[j];
+        rem /= counts[j];
+      }
+      std::map<std::string, uint64_t> ext = core_ext;
+      for (size_t j = 0; j < tiles.size(); ++j)
+        ext[tiles[j].dim] = std::min(tiles[j].tile, core_ext[tiles[j].dim] - coord[j] * tiles[j].tile);
+      const uint32_t tile = static_cast<uint32_t>(ti);
+      // DMA in: HBM inputs whose block changed.
+      std::vector<uint32_t> in_deps;
+      for (const auto& t : ts) {
+        if (!t.is_input || !t.hbm) continue;
+        auto p = proj(t, coord);
+        auto it = last_proj.find(t.idx);
+        if (it == last_proj.end() || it->second != p) {
+          auto [o, idx] = add(Op::DMA_IN, t.name + " in", tile);
+          fill_dma(o, block_for(t, coord, nullptr), t.idx);
+          // Its buffer is free once the compute that used it nbuf tiles ago is done.
+          if (it != last_proj.end() && ti >= nbuf && compute_end[ti - nbuf] >= 0)
+            o->add_deps(static_cast<uint32_t>(compute_end[ti - nbuf]));
+          last_proj[t.idx] = p;
+          last_load[t.idx] = idx;
+        }
+        in_deps.push_back(static_cast<uint32_t>(last_load[t.idx]));
+      }
+      // Compute, chained in computeOp_ order.
+      int64_t prev = -1;
+      for (const auto& cop : s.compute_ops) {
+        auto find = [&](uint32_t i) -> const Tensor* {
+          for (const auto& t : ts)
+            if (t.idx == i) return &t;
+          return nullptr;
+        };
+        uint64_t lx = 0;
+        for (uint32_t i : cop.inputs)
+          if (auto* t = find(i)) lx += block_for(*t, coord, nullptr).bytes;
+        for (uint32_t i : cop.outputs)
+          if (auto* t = find(i)) lx += block_for(*t, coord, nullptr).bytes;
+        std::pair<Op*, uint32_t> o;
+        if (cop.ex_unit == bundle::ExUnit::pt && cop.inputs.size() >= 2 && !cop.outputs.empty()) {
+          const Tensor* a = find(cop.inputs[0]);
+          const Tensor* b = find(cop.inputs[1]);
+          const Tensor* c = find(cop.outputs[0]);
+          uint64_t m = 1, k = 1, nn = 1;
+          for (const auto& [d, v] : s.n) {
+            const bool ia = a && a->has(d), ib = b && b->has(d), ic = c && c->has(d);
+            const uint64_t e = ext[d];
+            if (ia && ib && !ic) k *= e;
+            else if (ia && !ib && ic) m *= e;
+            else if (!ia && ib && ic) nn *= e;
+            else if (ia && ib && ic) m *= e;  // batch
+          }
+          o = add(Op::PT, cop.op_func_name, tile);
+          o.first->set_m(m);
+          o.first->set_k(k);
+          o.first->set_n(nn);
+          const uint32_t bits = bundle::data_format_bits(cop.data_format);
+          o.first->set_bits(bits ? bits : 16);
+        } else {
+          uint64_t e = 1;
+          for (uint32_t i : cop.inputs)
+            if (auto* t = find(i)) e = std::max(e, op_elems(*t, ext));
+          for (uint32_t i : cop.outputs)
+            if (auto* t = find(i)) e = std::max(e, op_elems(*t, ext));
+          o = add(Op::SFP, cop.op_func_name, tile);
+          o.first->set_elements(e);
+          o.first->set_cycles_per_element(sfp_cycles_per_element(m_card.sfp, cop.op_func_name));
+        }
+        o.first->set_lx_bytes(lx);
+        for (uint32_t d : in_deps) o.first->add_deps(d);
+        if (prev >= 0) o.first->add_deps(static_cast<uint32_t>(prev));
+        // The output buffer is free once the store of nbuf tiles ago is done.
+        if (ti >= nbuf && store_of[ti - nbuf] >= 0) o.first->add_deps(static_cast<uint32_t>(store_of[ti - nbuf]));
+        prev = o.second;
+      }
+      compute_end[ti] = prev;
+      // DMA out: HBM outputs whose block is complete (the next tile moves to another block).
+      if (!cross_core) {
+        std::vector<uint64_t> next(coord);
+        bool last = ti + 1 == total;
+        if (!last) {
+          uint64_t rem2 = ti + 1;
+          for (size_t j = tiles.size(); j-- > 0;) {
+            next[j] = rem2 % counts[j];
+            rem2 /= counts[j];
+          }
+        }
+        for (const auto& t : ts) {
+          if (!t.is_output || !t.hbm) continue;
+          if (!last && proj(t, next) == proj(t, coord)) continue;
+          auto [o, idx] = add(Op::DMA_OUT, t.name + " out", tile);
+          fill_dma(o, block_for(t, coord, nullptr), t.idx);
+          if (prev >= 0) o->add_deps(static_cast<uint32_t>(prev));
+          store_of[ti] = idx;
+        }
+      }
+    }
+    if (cross_core) {
+      uint64_t b = 0, e = 0;
+      std::vector<uint64_t> zero(tiles.size(), 0);
+      std::map<std::string, uint64_t> ext = core_ext;
+      for (const auto& t : ts)
+        if (t.is_output) {
+          b += block_for(t, zero, nullptr).bytes;
+          e = std::max(e, op_elems(t, ext));
+        }
+      partial_bytes[core] = b;
+      partial_elems[core] = e;
+    }
+  }
+
+  if (!cross_core) return;
+  // Cross-core combine: cores sharing every non-reduced slice form a group; a binary tree over
+  // the ring, one stage per step; the group's first core stores the result.
+  std::map<std::vector<uint32_t>, std::vector<std::pair<std::vector<uint32_t>, uint32_t>>> groups;
+  for (uint32_t core : s.core_ids) {
+    std::vector<uint32_t> key, rank;
+    for (const auto& [d, v] : s.n) {
+      uint32_t k = 0;
+      if (auto it = s.core_slice.find(core); it != s.core_slice.end())
+        if (auto jt = it->second.find(d); jt != it->second.end()) k = jt->second;
+      (reduced_dims.count(d) ? rank : key).push_back(k);
+    }
+    groups[key].emplace_back(rank, core);
+  }
+  size_t max_group = 1;
+  for (auto& [k, g] : groups) {
+    std::sort(g.begin(), g.end());
+    max_group = std::max(max_group, g.size());
+  }
+  std::vector<Stage*> steps;
+  for (size_t stride = 1; stride < max_group; stride *= 2) steps.push_back(nullptr);
+  const size_t nsteps = steps.size();
+  // Stage k (0..nsteps): combines of step k-1's receivers, then step k's sends; the last stores.
+  std::map<std::pair<size_t, uint32_t>, CoreProgram*> progs;
+  std::vector<Stage*> stages;
+  for (size_t k = 0; k <= nsteps; ++k) {
+    Stage* cs = m_plan.add_stages();
+    cs->set_name(sdsc_label(s) + " combine " + std::to_string(k + 1));
+    cs->set_sdsc(s.file);
+    cs->set_execution(exec_index);
+    stages.push_back(cs);
+  }
+  auto prog_of = [&](size_t k, uint32_t core) {
+    auto& p = progs[{k, core}];
+    if (!p) {
+      p = stages[k]->add_cores();
+      p->set_core(core);
+    }
+    return p;
+  };
+  for (auto& [key, g] : groups) {
+    for (size_t k = 0; k <= nsteps; ++k) {
+      const size_t stride = size_t{1} << k;
+      for (size_t rnk = 0; rnk < g.size(); ++rnk) {
+        const uint32_t core = g[rnk].second;
+        int64_t combine = -1;
+        // Received in step k-1 (stride/2): combine now.
+        if (k > 0 && rnk % stride == 0 && rnk + stride / 2 < g.size()) {
+          CoreProgram* p = prog_of(k, core);
+          Op* o = p->add_ops();
+          o->set_kind(Op::COMBINE);
+          o->set_name("combine");
+          o->set_elements(partial_elems[core]);
+          o->set_cycles_per_element(m_card.sfp.simple);
+          o->set_lx_bytes(3 * partial_bytes[core]);
+          combine = p->ops_size() - 1;
+        }
+        if (k < nsteps && rnk % (2 * stride) == stride) {
+          CoreProgram* p = prog_of(k, core);
+          Op* o = p->add_ops();
+          o->set_kind(Op::RING_SEND);
+          o->set_name("partial");
+          o->set_dst_core(g[rnk - stride].second);
+          o->set_bytes(partial_bytes[core]);
+          if (combine >= 0) o->add_deps(static_cast<uint32_t>(combine));
+        }
+        if (k == nsteps && rnk == 0) {
+          for (const auto& t : ts) {
+            if (!t.is_output || !t.hbm) continue;
+            CoreProgram* p = prog_of(k, core);
+            Op* o = p->add_ops();
+            o->set_kind(Op::DMA_OUT);
+            o->set_name(t.name + " out");
+            std::vector<uint64_t> off(t.dims.size(), 0), cnt(t.dims.size(), 1);
+            for (size_t i = 0; i < t.dims.size(); ++i) cnt[i] = units(t, i, ext_of(s, core, t.dims[i]));
+            const uint64_t base = static_cast<size_t>(t.alloc) < r.addresses.size() && core < r.addresses[t.alloc].size()
+                                      ? r.addresses[t.alloc][core]
+                                      : 0;
+            const Block b = make_block(t, base, off, cnt, SB);
+            o->set_addr(b.addr);
+            o->set_bytes(b.bytes);
+            o->set_run_bytes(b.run);
+            o->set_tensor(t.idx);
+            for (auto [c, sd] : b.levels) {
+              StrideLevel* l = o->add_levels();
+              l->set_count(c);
+              l->set_stride(sd);
+            }
+            if (combine >= 0) o->add_deps(static_cast<uint32_t>(combine));
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Plan lower(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExecution>& resolved,
+           const CardParams& card) {
+  Plan plan;
+  plan.set_bundle(lb.dir.string());
+  plan.set_card_cores(card.cores);
+  LoweringInfo* info = plan.mutable_info();
+  info->set_lx_usable_bytes(card.lx_usable);
+  info->set_tile_target_bytes(card.tile_target_bytes);
+  info->set_launch_overhead_ps(card.launch_overhead_ps);
+  Stage* launch = plan.add_stages();
+  launch->set_name("launch");
+  CoreProgram* p = launch->add_cores();
+  p->set_core(0);
+  Op* o = p->add_ops();
+  o->set_kind(Op::LAUNCH);
+  o->set_name("launch");
+  o->set_fixed_ps(card.launch_overhead_ps);
+  Lowerer l(card, plan);
+  uint64_t i = 0;
+  for (const auto& r : resolved) {
+    if (!r.sdsc) continue;
+    for (uint32_t c : r.sdsc->core_ids)
+      if (c >= card.cores)
+        throw LowerError(r.sdsc->file + ": core " + std::to_string(c) + " does not exist on a card of " +
+                         std::to_string(card.cores) + " cores");
+    l.sdsc(*r.sdsc, r, i++);
+  }
+  return plan;
+}
+
+std::string to_text(const Plan& p) {
+  std::string out;
+  google::protobuf::TextFormat::PrintToString(p, &out);
+  return out;
+}
+
+Plan from_text(const std::string& text) {
+  Plan p;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &p)) throw LowerError("plan: not a valid text-format Plan");
+  return p;
+}
+
+}  // namespace vspyre::plan

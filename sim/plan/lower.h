@@ -1,0 +1,61 @@
+// Lowering: a loaded, resolved SuperDSC bundle -> the timing plan (plan.proto). Mechanistic: work
+// division from numWkSlicesPerDim_/coreIdToWkSlice_, per-core sizes from dataStageParam_, HBM
+// tensors staged through LX by strided DMA in tiles that fit LX (double-buffered when they fit
+// twice), compute on PT or SFP at sizes taken from the SDSC, cross-core combines over the ring
+// when a reduced dimension is split across cores. No SystemC and no model classes: the card's
+// parameters come in as a plain struct.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/bundle/bundle.h"
+#include "sim/plan/plan.pb.h"
+
+namespace vspyre::plan {
+
+// A plan that cannot run on the card (a tile that cannot fit LX, ...). One line.
+struct LowerError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// SFP cost classes, cycles per element per lane (the card's `plan.sfp_cycles.*` parameters).
+// Which op falls in which class is decided in one table, sfp_cost_class() in lower.cpp.
+struct SfpCosts {
+  double simple = 1.0;          // add, sub, mul, neg, max, sum, identity, relu, compares, ...
+  double divide = 4.0;          // realdiv, reciprocal, ...
+  double transcendental = 4.0;  // exp, log, gelu, tanh, sigmoid, sqrt, ...
+};
+
+// The card as the lowering sees it.
+struct CardParams {
+  uint32_t cores = 32;
+  uint32_t corelets = 2;
+  uint64_t lx_usable = (2ull << 20) - (64ull << 10);  // per core, bytes a plan may use
+  uint32_t stick_bytes = 128;
+  double launch_overhead_ps = 15e6;   // once per bundle
+  uint64_t tile_target_bytes = 64ull << 10;  // streamed HBM bytes per tile above which work is tiled
+  SfpCosts sfp;
+};
+
+enum class SfpClass { simple, divide, transcendental };
+SfpClass sfp_cost_class(std::string_view op_func_name);
+double sfp_cycles_per_element(const SfpCosts& costs, std::string_view op_func_name);
+
+// Argument addresses for a timing run: every address argument gets its own region, spaced by
+// the largest tensor, starting at `base`; dimension arguments take their max_value. The pool
+// follows the arguments.
+bundle::Bindings default_bindings(const bundle::LoadedBundle& lb, uint64_t base = 1ull << 30);
+
+// Lowers `resolved` (from bundle::resolve) into a plan. Throws LowerError.
+Plan lower(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExecution>& resolved,
+           const CardParams& card);
+
+// The plan as protobuf text format, and back (throws LowerError on a parse error).
+std::string to_text(const Plan& p);
+Plan from_text(const std::string& text);
+
+}  // namespace vspyre::plan

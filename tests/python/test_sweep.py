@@ -1,0 +1,338 @@
+"""Tests of scripts/vspyre_sweep.py (issue 7: what-if sweeps).
+
+Run with: VSPYRE_BIN=build/dev/cli/vspyre python3 -m pytest -q tests/python
+(ctest sets VSPYRE_BIN; without it the newest build/*/cli/vspyre is used).
+"""
+import csv
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "vspyre_sweep.py"
+sys.path.insert(0, str(SCRIPT.parent))
+import vspyre_sweep as vs  # noqa: E402
+
+BASE = ROOT / "configs" / "spyre.yaml"
+BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
+
+
+@pytest.fixture(scope="session")
+def vspyre():
+    try:
+        b = vs.find_vspyre()
+    except vs.SweepError as e:
+        pytest.skip(str(e))
+    if not os.path.isfile(b):
+        pytest.skip(f"no vspyre binary at {b}")
+    return str(Path(b).resolve())
+
+
+def write_sweep(tmp_path, text, name="s.yaml"):
+    f = tmp_path / name
+    f.write_text(text.replace("@BASE@", str(BASE)).replace("@BUNDLES@", str(BUNDLES)))
+    return f
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def comparable(rows):
+    """Rows without what differs between two runs of the same sweep (wall time)."""
+    drop = {"elapsed_s"}
+    return sorted(({k: v for k, v in r.items() if k not in drop} for r in rows),
+                  key=lambda r: (int(r["point"]), r["plan"]))
+
+
+# --------------------------------------------------------------------------------- axis parsing
+
+def test_axis_list_range_logrange():
+    assert vs.axis_values("a", [8, 16, 32]) == [8, 16, 32]
+    assert vs.axis_values("a", {"values": ["1MiB", "2MiB"]}) == ["1MiB", "2MiB"]
+    assert vs.axis_values("a", {"range": [4, 16, 4]}) == [4, 8, 12, 16]
+    assert vs.axis_values("a", {"range": {"start": 1, "stop": 3}}) == [1, 2, 3]
+    assert vs.axis_values("a", {"range": [0.5, 1.5, 0.5]}) == [0.5, 1, 1.5]
+    assert vs.axis_values("a", {"range": [10, 4, -3]}) == [10, 7, 4]
+    assert vs.axis_values("a", {"logrange": [1, 64]}) == [1, 2, 4, 8, 16, 32, 64]
+    assert vs.axis_values("a", {"logrange": [1, 100], "base": 10}) == [1, 10, 100]
+    assert vs.axis_values("a", {"logrange": {"start": 1, "stop": 1000, "num": 4}}) == \
+        [1, 10, 100, 1000]
+    assert vs.axis_values("a", {"logrange": [1, 4], "unit": "MiB"}) == ["1MiB", "2MiB", "4MiB"]
+    assert vs.axis_values("a", {"range": [1, 2], "unit": "GHz"}) == ["1GHz", "2GHz"]
+
+
+def test_axis_empty_and_malformed():
+    for bad in ([], {"values": []}, {"range": [5, 1]}, {"logrange": [8, 4]}):
+        with pytest.raises(vs.SweepError, match="is empty"):
+            vs.axis_values("card.core.count", bad)
+    with pytest.raises(vs.SweepError, match="step must not be 0"):
+        vs.axis_values("a", {"range": [1, 5, 0]})
+    with pytest.raises(vs.SweepError):
+        vs.axis_values("a", {"range": [1, 5], "logrange": [1, 4]})
+    with pytest.raises(vs.SweepError):
+        vs.axis_values("a", 7)
+
+
+def test_cross_and_zip():
+    axes = {"a": [1, 2], "b": ["x", "y", "z"]}
+    pts = vs.expand_points(axes)
+    assert len(pts) == 6 and pts[0] == {"a": 1, "b": "x"} and pts[-1] == {"a": 2, "b": "z"}
+    with pytest.raises(vs.SweepError, match="same length"):
+        vs.expand_points(axes, "zip")
+    axes = {"a": [1, 2], "b": [3, 4], "c": [5, 6, 7]}
+    assert vs.expand_points({"a": [1, 2], "b": [3, 4]}, "zip") == \
+        [{"a": 1, "b": 3}, {"a": 2, "b": 4}]
+    pts = vs.expand_points(axes, "cross", [["a", "b"]])
+    assert len(pts) == 6
+    assert {(p["a"], p["b"]) for p in pts} == {(1, 3), (2, 4)}
+    with pytest.raises(vs.SweepError, match="not an axis"):
+        vs.expand_points(axes, "cross", [["a", "nope"]])
+    assert vs.expand_points({}) == [{}]
+
+
+# --------------------------------------------------------------------- errors before starting
+
+def test_unknown_axis_key_stops_before_start(tmp_path, vspyre):
+    f = write_sweep(tmp_path, """
+base: @BASE@
+axes:
+  card.core.cuont: [8, 16]
+plans: [probe:pt]
+""")
+    with pytest.raises(vs.SweepError, match=r"unknown axis key 'card.core.cuont'.*did you mean "
+                                            r"'card.core.count'"):
+        vs.load_sweep(f, vspyre)
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", vspyre, "--out",
+                        str(out)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "did you mean 'card.core.count'" in r.stderr
+    assert not out.exists(), "nothing may run when the sweep file is bad"
+
+
+def test_empty_axis_stops_before_start(tmp_path, vspyre):
+    f = write_sweep(tmp_path, """
+base: @BASE@
+axes:
+  card.core.count: []
+plans: [probe:pt]
+""")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", vspyre, "--out",
+                        str(out)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "axis 'card.core.count' is empty" in r.stderr
+    assert not out.exists()
+
+
+def test_known_keys_cover_describe_and_config(vspyre):
+    keys = vs.known_keys(vspyre, BASE)
+    for k in ("card.core.count", "card.core.lx.size", "card.memory.data_rate_mtps",
+              "card.memory.channels", "card.ring.width", "card.host_link.gen", "sim.quantum"):
+        assert k in keys, k
+
+
+def test_bad_plan_stops_before_start(tmp_path, vspyre):
+    f = write_sweep(tmp_path, """
+base: @BASE@
+axes: {card.core.count: [8]}
+plans: [probe:nope]
+""")
+    with pytest.raises(vs.SweepError, match="unknown probe"):
+        vs.load_sweep(f, vspyre)
+    f = write_sweep(tmp_path, """
+base: @BASE@
+axes: {card.core.count: [8]}
+plans: ["@BUNDLES@/no_such_*"]
+""")
+    with pytest.raises(vs.SweepError, match="matches no bundle"):
+        vs.load_sweep(f, vspyre)
+
+
+# --------------------------------------------------------------------------------- running
+
+SMALL = """
+base: @BASE@
+axes:
+  card.core.pt.pass_overhead: [4, 6]
+  card.core.lx.size: [1MiB, 2MiB]
+plans:
+  - probe:pt
+  - @BUNDLES@/softmax_512x1024_lx_input_4core
+outputs: [csv, parquet, plots]
+"""
+
+
+def test_local_run_resume(tmp_path, vspyre):
+    f = write_sweep(tmp_path, SMALL)
+    out = tmp_path / "out"
+    r = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    assert r["total"] == 8 and r["failed"] == 0 and r["skipped"] == 0
+    rows = read_csv(out / "results.csv")
+    assert len(rows) == 8
+    for row in rows:
+        assert row["status"] == "ok", row["error"]
+        assert float(row["kernel_time_us"]) > 0
+        assert row["card.core.lx.size"] in ("1MiB", "2MiB")
+        assert "card.core_0.macs" in row
+    pt = {row["card.core.pt.pass_overhead"]: float(row["kernel_time_us"])
+          for row in rows if row["plan"] == "probe:pt"}
+    assert pt["4"] < pt["6"], "a smaller PT pass overhead must make the tile faster"
+    bundle = [row for row in rows if row["plan"] != "probe:pt"]
+    assert all(float(row["run.cores_used"]) == 4 for row in bundle)
+    assert (out / "results.parquet").exists() or not _has("pyarrow")
+    if _has("matplotlib"):
+        pngs = sorted(p.name for p in (out / "plots").glob("*.png"))
+        assert "probe_pt__card.core.pt.pass_overhead.png" in pngs
+        assert "softmax_512x1024_lx_input_4core__heatmap.png" in pngs
+    # Each point keeps its stats and resolved config.
+    keys = {row["key"] for row in rows}
+    for k in keys:
+        assert (out / "points" / k / "stats.json").exists()
+        assert (out / "points" / k / "config.resolved.yaml").exists()
+
+    # A rerun runs nothing and gives the same table.
+    r2 = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    assert r2["skipped"] == 8
+    assert comparable(read_csv(out / "results.csv")) == comparable(rows)
+
+    # An interrupted sweep: what finished is kept, only the rest runs again.
+    shutil.rmtree(out / "points" / rows[0]["key"])
+    (out / "points" / rows[3]["key"] / "result.json").unlink()
+    r3 = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    assert r3["skipped"] == 6 and r3["failed"] == 0
+    assert comparable(read_csv(out / "results.csv")) == comparable(rows)
+
+    # Growing the sweep runs only the new points.
+    f2 = write_sweep(tmp_path, SMALL.replace("[4, 6]", "[4, 6, 8]"), "s2.yaml")
+    r4 = vs.run_sweep(f2, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    assert r4["total"] == 12 and r4["skipped"] == 8
+
+
+def test_failed_points_are_rows(tmp_path, vspyre):
+    f = write_sweep(tmp_path, """
+base: @BASE@
+axes:
+  card.core.count: [8, 32, lots]
+plans:
+  - probe:pt
+  - @BUNDLES@/mm_2048x512x2048_c32
+outputs: [csv]
+""")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", vspyre, "--out",
+                        str(out), "--jobs", "2"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "failed" in r.stderr  # plain progress lines (not a terminal)
+    rows = {(row["card.core.count"], row["plan"]): row for row in read_csv(out / "results.csv")}
+    assert len(rows) == 6
+    assert rows[("8", "probe:pt")]["status"] == "ok"
+    assert rows[("32", "mm_2048x512x2048_c32")]["status"] == "ok"
+    # The plan fails on a card with too few cores ...
+    bad = rows[("8", "mm_2048x512x2048_c32")]
+    assert bad["status"] == "failed" and "exceeds" in bad["error"] and bad["kernel_time_us"] == ""
+    # ... and an invalid config fails every plan of its point, with vspyre's message.
+    for plan in ("probe:pt", "mm_2048x512x2048_c32"):
+        bad = rows[("lots", plan)]
+        assert bad["status"] == "failed" and "card.core.count" in bad["error"], bad["error"]
+    # A rerun keeps the failures without running them again; --retry-failed reruns them.
+    r2 = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    assert r2["skipped"] == 6 and r2["failed"] == 3
+    r3 = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True, retry_failed=True)
+    assert r3["skipped"] == 3 and r3["failed"] == 3
+
+
+def test_example_sweeps_parse(vspyre):
+    for f in sorted((ROOT / "configs" / "sweeps").glob("*.yaml")):
+        sw = vs.load_sweep(f, vspyre)
+        assert sw["points"] and sw["plans"], f
+    sw = vs.load_sweep(ROOT / "configs" / "sweeps" / "cores_x_lx.yaml", vspyre)
+    assert len(sw["points"]) == 12
+    assert sw["axes"]["card.core.lx.size"] == ["1MiB", "2MiB", "4MiB"]
+
+
+# ------------------------------------------------------------------------------------ Dask
+
+def _has(mod):
+    try:
+        __import__(mod)
+        return True
+    except ImportError:
+        return False
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    deadline = time.time() + 10
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+
+
+@pytest.mark.skipif(not _has("distributed"), reason="dask.distributed is not installed")
+def test_dask_cluster_matches_local(tmp_path, vspyre):
+    from distributed import Client
+    f = write_sweep(tmp_path, SMALL.replace("[csv, parquet, plots]", "[csv]"))
+    local = tmp_path / "local"
+    vs.run_sweep(f, vspyre=vspyre, out=local, jobs=2, quiet=True)
+
+    port = _free_port()
+    addr = f"tcp://127.0.0.1:{port}"
+    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
+    logs = tmp_path / "dask-logs"
+    logs.mkdir()
+    procs = []
+    try:
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+             "--port", str(port), "--no-dashboard", "--no-show"],
+            stdout=subprocess.DEVNULL, stderr=open(logs / "scheduler.log", "w"), env=env))
+        for i in range(2):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", addr, "--nthreads", "1",
+                 "--nworkers", "1", "--no-dashboard", "--name", f"w{i}",
+                 "--local-directory", str(tmp_path / f"w{i}")],
+                stdout=subprocess.DEVNULL, stderr=open(logs / f"worker{i}.log", "w"), env=env))
+        # Wait (bounded) for both workers to register.
+        deadline = time.time() + 45
+        while True:
+            try:
+                with Client(addr, timeout=5) as c:
+                    c.wait_for_workers(2, timeout=max(1, deadline - time.time()))
+                    break
+            except (OSError, TimeoutError):
+                if time.time() > deadline or any(p.poll() is not None for p in procs):
+                    pytest.fail("the Dask cluster did not start:\n" + "\n".join(
+                        (logs / n).read_text()[-2000:] for n in sorted(os.listdir(logs))))
+                time.sleep(0.5)
+        remote = tmp_path / "remote"
+        r = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", vspyre, "--out",
+                            str(remote), "--scheduler", addr], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        hosts = {json.loads(p.read_text())["host"] for p in (remote / "points").glob("*/result.json")}
+        assert hosts
+        assert comparable(read_csv(remote / "results.csv")) == \
+            comparable(read_csv(local / "results.csv"))
+    finally:
+        _stop(procs)

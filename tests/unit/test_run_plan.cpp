@@ -1,0 +1,336 @@
+// Issue 4's timing path: bundle -> plan (sim/plan/lower) -> card (models/plan_runner), and the
+// `vspyre run` command. Uses the real spyrecli_* kernels from the shared data folder (assembled
+// into temp dirs; skipped when the folder is absent) and the generated fixtures when present.
+#include "catch.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/card.h"
+#include "models/plan_runner.h"
+#include "sim/bundle/bundle.h"
+#include "sim/engine/simulation.h"
+#include "sim/plan/lower.h"
+
+namespace fs = std::filesystem;
+using namespace vspyre;
+
+namespace {
+
+const fs::path k_data = fs::path(VSPYRE_SHARED_DIR) / "spyre" / "data";
+const fs::path k_fixtures = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles";
+
+#define RUN_REQUIRE_DIR(dir)                                           \
+  if (!fs::is_directory(dir)) {                                        \
+    WARN("skipped: folder absent: " << fs::path(dir).string());        \
+    return;                                                            \
+  }
+
+struct TempDir {
+  fs::path dir;
+  TempDir() {
+    static std::atomic<int> n{0};
+    dir = fs::temp_directory_path() / ("vspyre_run_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    fs::create_directories(dir);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+// bundle.mlir + sdsc_N.json from the shared spyrecli_<kernel>_* files.
+struct TempBundle : TempDir {
+  TempBundle(const std::string& kernel, int sdscs) {
+    fs::copy_file(k_data / ("spyrecli_" + kernel + "_bundle.mlir"), dir / "bundle.mlir");
+    for (int i = 0; i < sdscs; ++i)
+      fs::copy_file(k_data / ("spyrecli_" + kernel + "_sdsc_" + std::to_string(i) + ".json"),
+                    dir / ("sdsc_" + std::to_string(i) + ".json"));
+  }
+};
+
+std::unique_ptr<Simulation> make_card(std::vector<std::string> overrides = {}) {
+  SimOptions o;
+  o.config_file = std::string(VSPYRE_SOURCE_DIR) + "/configs/spyre.yaml";
+  o.overrides = std::move(overrides);
+  return std::make_unique<Simulation>(resolve_config(o));
+}
+
+plan::Plan lower_dir(Card& card, const fs::path& dir) {
+  const auto lb = bundle::load_bundle(dir);
+  const auto res = bundle::resolve(lb, plan::default_bindings(lb));
+  return plan::lower(lb, res, plan_card_params(card));
+}
+
+PlanResult run_dir(const fs::path& dir, std::vector<std::string> overrides = {}) {
+  auto sim = make_card(std::move(overrides));
+  Card& card = sim->top_as<Card>();
+  return run_plan(card, lower_dir(card, dir));
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+CliResult cli(const std::vector<std::string>& args) {
+  const char* b = std::getenv("VSPYRE_BIN");
+  REQUIRE(b != nullptr);
+  TempDir t;
+  std::string cmd = quote(b);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " >" + quote((t.dir / "o").string()) + " 2>" + quote((t.dir / "e").string()) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(status));
+  CliResult r{WEXITSTATUS(status), slurp(t.dir / "o"), slurp(t.dir / "e")};
+  UNSCOPED_INFO("command: " << cmd << "\nexit: " << r.code << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
+  return r;
+}
+
+size_t count_kind(const plan::Plan& p, plan::Op::Kind k) {
+  size_t n = 0;
+  for (const auto& st : p.stages())
+    for (const auto& c : st.cores())
+      for (const auto& op : c.ops()) n += op.kind() == k;
+  return n;
+}
+
+constexpr double kLaunchPs = 15e6;
+
+}  // namespace
+
+TEST_CASE("run: every spyrecli bundle lowers and runs in a plausible time", "[run]") {
+  RUN_REQUIRE_DIR(k_data);
+  const std::vector<std::pair<std::string, int>> kernels{{"softmax", 6}, {"mm", 1}, {"bmm", 1}, {"add_3d", 1},
+                                                         {"mean_keepdim", 1}};
+  // One SystemC elaboration per process: every kernel runs on the same card, one after another.
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  for (const auto& [k, n] : kernels) {
+    INFO("kernel " << k);
+    TempBundle tb(k, n);
+    const auto lb = bundle::load_bundle(tb.dir);
+    const plan::Plan p = plan::lower(lb, bundle::resolve(lb, plan::default_bindings(lb)), plan_card_params(card));
+    CHECK(p.stages_size() == n + 1);  // launch + one stage per SDSC (no split reductions here)
+    const PlanResult r = run_plan(card, p);
+    CHECK(r.cores_used == lb.sdscs.begin()->second.num_cores);
+    // Above the launch cost, well under a millisecond for these small kernels.
+    CHECK(r.kernel_ps > kLaunchPs + 1e5);
+    CHECK(r.kernel_ps < kLaunchPs + 1e9);
+    CHECK(r.lpddr5_read > 0);
+    CHECK(r.lpddr5_write > 0);
+    CHECK(!r.bottleneck.empty());
+    for (const auto& b : r.per_core) {
+      CHECK(b.pt <= 1.0 + 1e-9);
+      CHECK(b.sfp <= 1.0 + 1e-9);
+    }
+  }
+}
+
+TEST_CASE("run: softmax input DMA is strided runs over the row-split tensor", "[run]") {
+  RUN_REQUIRE_DIR(k_data);
+  TempBundle tb("softmax", 6);
+  auto sim = make_card();
+  const plan::Plan p = lower_dir(sim->top_as<Card>(), tb.dir);
+  const plan::Op* in = nullptr;
+  for (const auto& st : p.stages())
+    for (const auto& c : st.cores())
+      for (const auto& op : c.ops())
+        if (!in && op.kind() == plan::Op::DMA_IN) in = &op;
+  REQUIRE(in != nullptr);
+  // 16 rows x 1024 fp16 per core: 16 runs of 16 rows x 128 B, one per column stick, 64 KiB apart.
+  CHECK(in->bytes() == 32768);
+  CHECK(in->run_bytes() == 2048);
+  REQUIRE(in->levels_size() == 1);
+  CHECK(in->levels(0).count() == 16);
+  CHECK(in->levels(0).stride() == 512 * 128);
+  // LX-resident intermediates cost no DMA: only sdsc_0 loads and sdsc_5 stores.
+  CHECK(count_kind(p, plan::Op::DMA_IN) == 32);
+  CHECK(count_kind(p, plan::Op::DMA_OUT) == 32);
+}
+
+TEST_CASE("run: the softmax bundle pays the launch cost once", "[run]") {
+  RUN_REQUIRE_DIR(k_data);
+  TempBundle tb("softmax", 6);
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  const plan::Plan p = lower_dir(card, tb.dir);
+  CHECK(count_kind(p, plan::Op::LAUNCH) == 1);
+  const PlanResult r = run_plan(card, p);
+  CHECK(r.launch_ps == Approx(kLaunchPs));
+  REQUIRE(!r.stage_ps.empty());
+  CHECK(r.stage_ps.front().second == Approx(kLaunchPs).epsilon(1e-6));
+  double rest = 0;
+  for (size_t i = 1; i < r.stage_ps.size(); ++i) rest += r.stage_ps[i].second;
+  CHECK(r.kernel_ps == Approx(kLaunchPs + rest).epsilon(1e-9));
+  // 1 MiB in + 1 MiB out on 32 cores: a few microseconds on top of the launch, not tens.
+  CHECK(rest > 1e6);
+  CHECK(rest < 30e6);
+}
+
+TEST_CASE("run: launch_overhead is a card parameter", "[run]") {
+  RUN_REQUIRE_DIR(k_data);
+  TempBundle tb("mean_keepdim", 1);
+  const PlanResult r = run_dir(tb.dir, {"card.launch_overhead=3us"});
+  CHECK(r.launch_ps == Approx(3e6));
+}
+
+TEST_CASE("run: an HBM-bound elementwise op runs between bytes over peak and bytes over a quarter peak", "[run]") {
+  RUN_REQUIRE_DIR(k_data);
+  TempBundle tb("add_3d", 1);
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  const PlanResult r = run_plan(card, lower_dir(card, tb.dir));
+  const double bytes = static_cast<double>(r.lpddr5_read + r.lpddr5_write);
+  CHECK(bytes == Approx(3.0 * 4 * 256 * 512 * 2));  // two inputs, one output, 4x256x512 fp16
+  const double peak_ps_per_byte = 1e12 / card.memory().peak_bandwidth();
+  const double t = r.kernel_ps - r.launch_ps;
+  CHECK(t >= bytes * peak_ps_per_byte);
+  CHECK(t <= bytes * peak_ps_per_byte * 4);
+  CHECK(r.bottleneck != "pt");
+}
+
+TEST_CASE("run: a matmul runs on the PT and its MACs match the problem", "[run]") {
+  RUN_REQUIRE_DIR(k_data);
+  TempBundle tb("mm", 1);
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  const plan::Plan p = lower_dir(card, tb.dir);
+  double macs = 0;
+  for (const auto& st : p.stages())
+    for (const auto& c : st.cores())
+      for (const auto& op : c.ops())
+        if (op.kind() == plan::Op::PT) macs += static_cast<double>(op.m()) * op.k() * op.n();
+  CHECK(macs == Approx(512.0 * 1024 * 256));
+  const PlanResult r = run_plan(card, p);
+  double pt = 0;
+  for (const auto& b : r.per_core) pt += b.pt;
+  CHECK(pt > 0);
+}
+
+TEST_CASE("run: a tile that cannot fit LX is an error naming the core and sizes", "[run]") {
+  RUN_REQUIRE_DIR(k_data);
+  TempBundle tb("add_3d", 1);
+  const auto lb = bundle::load_bundle(tb.dir);
+  plan::CardParams cp;
+  cp.lx_usable = 256;  // less than one stick of each of three operands
+  try {
+    plan::lower(lb, bundle::resolve(lb, plan::default_bindings(lb)), cp);
+    FAIL("expected LowerError");
+  } catch (const plan::LowerError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("core 0") != std::string::npos);
+    CHECK(m.find("256 B are usable") != std::string::npos);
+    CHECK(m.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("run: the plan round-trips through protobuf text format", "[run]") {
+  RUN_REQUIRE_DIR(k_data);
+  TempBundle tb("bmm", 1);
+  auto sim = make_card();
+  const plan::Plan p = lower_dir(sim->top_as<Card>(), tb.dir);
+  const plan::Plan q = plan::from_text(plan::to_text(p));
+  CHECK(q.SerializeAsString() == p.SerializeAsString());
+  CHECK_THROWS_AS(plan::from_text("stages { bogus: 1 }"), plan::LowerError);
+}
+
+TEST_CASE("run: more cores are not slower for a large elementwise op", "[run]") {
+  RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_baseline");
+  RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_baseline_4core");
+  const double one = [] { return run_dir(k_fixtures / "softmax_512x1024_baseline").kernel_ps; }();
+  // Each test case is its own process, but one Simulation per process: run the second via the CLI.
+  const auto r = cli({"run", (k_fixtures / "softmax_512x1024_baseline_4core").string(), "--no-data", "--json"});
+  REQUIRE(r.code == 0);
+  const double four = nlohmann::json::parse(r.out)["kernel_time_us"].get<double>() * 1e6;
+  CHECK(four <= one);
+}
+
+TEST_CASE("run: vspyre run --json prints the summary fields", "[run]") {
+  RUN_REQUIRE_DIR(k_data);
+  TempBundle tb("softmax", 6);
+  const auto r = cli({"run", tb.dir.string(), "--json", "--no-data"});
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["kernel_time_us"].get<double>() > 15.0);
+  CHECK(j["cores_used"].get<int>() == 32);
+  CHECK(j["per_core"].size() == 32);
+  CHECK(j["per_core"][0].contains("pt"));
+  CHECK(j["per_core"][0].contains("sfp"));
+  CHECK(j["bytes"]["lpddr5_read"].get<uint64_t>() == 1u << 20);
+  CHECK(j["bytes"]["lpddr5_write"].get<uint64_t>() == 1u << 20);
+  CHECK(j["bytes"].contains("lx"));
+  CHECK(j["bytes"].contains("ring"));
+  CHECK(j["bottleneck"].is_string());
+}
+
+TEST_CASE("run: without --no-data the command says once that it times only", "[run]") {
+  RUN_REQUIRE_DIR(k_data);
+  TempBundle tb("mean_keepdim", 1);
+  const auto r = cli({"run", tb.dir.string()});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("kernel time") != std::string::npos);
+  CHECK(r.out.find("bottleneck") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find("timing only") != std::string::npos);
+}
+
+TEST_CASE("run: --dump-plan writes a parseable plan and --out writes the outputs", "[run]") {
+  RUN_REQUIRE_DIR(k_data);
+  TempBundle tb("add_3d", 1);
+  TempDir out;
+  const fs::path plan_file = out.dir / "plan.txtpb";
+  const auto r = cli({"run", tb.dir.string(), "--no-data", "--dump-plan", plan_file.string(), "--out",
+                      (out.dir / "o").string()});
+  REQUIRE(r.code == 0);
+  const plan::Plan p = plan::from_text(slurp(plan_file));
+  CHECK(p.stages_size() == 2);
+  CHECK(p.stages(1).cores_size() == 32);
+  CHECK(fs::exists(out.dir / "o" / "stats.json"));
+  CHECK(fs::exists(out.dir / "o" / "config.resolved.yaml"));
+}
+
+TEST_CASE("run: a bad bundle exits 1 with the loader's one-line message", "[run]") {
+  TempDir t;
+  std::ofstream(t.dir / "bundle.mlir") << "module {\n  this is not mlir\n}\n";
+  const auto r = cli({"run", t.dir.string(), "--no-data"});
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find("bundle.mlir") != std::string::npos);
+  const auto missing = cli({"run", (t.dir / "nope").string(), "--no-data"});
+  CHECK(missing.code == 1);
+  const auto none = cli({"run"});
+  CHECK(none.code == 1);
+}
+
+TEST_CASE("run: --help describes the command", "[run]") {
+  const auto r = cli({"run", "--help"});
+  CHECK(r.code == 0);
+  CHECK(r.out.find("--dump-plan") != std::string::npos);
+  CHECK(r.out.find("--no-data") != std::string::npos);
+}
