@@ -1,5 +1,8 @@
 // The `vspyre` command. Exit codes: 0 success, 1 bad input (one clear line on stderr), 2 internal error.
+#include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -7,6 +10,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <systemc>
@@ -30,6 +35,8 @@ const char* kUsage =
     "  describe   list every component type and parameter (unit, default, provenance, description)\n"
     "  probe      the card's own bandwidth and throughput tests: memory | ring | pcie | pt\n"
     "  run        time a compiled kernel bundle (bundle.mlir + sdsc_*.json) on the card\n"
+    "  sweep      a what-if sweep (configs/sweeps/*.yaml): many cards x plans -> CSV + plots\n"
+    "  validate   predicted against measured Spyre kernel times (bench/validation/measured.yaml)\n"
     "\n"
     "  vspyre --version          print the version\n"
     "  vspyre <command> --help   options of one command\n";
@@ -279,8 +286,8 @@ int run(int argc, char** argv) {
   if (a.command == "describe") return cmd_describe(a);
   if (a.command == "probe") return cmd_probe(a);
   if (a.command == "run") return cmd_run(a);
-  std::string msg = "unknown command '" + a.command + "' (commands: describe, probe, run; see --help)";
-  if (auto s = did_you_mean(a.command, {"describe", "probe", "run"})) msg += "; did you mean '" + *s + "'?";
+  std::string msg = "unknown command '" + a.command + "' (commands: describe, probe, run, sweep, validate; see --help)";
+  if (auto s = did_you_mean(a.command, {"describe", "probe", "run", "sweep", "validate"})) msg += "; did you mean '" + *s + "'?";
   throw InputError(msg);
 }
 
@@ -303,7 +310,22 @@ int sc_main(int argc, char** argv) {
 
 // SystemC prints a banner on stdout when its kernel starts, which would corrupt --json output;
 // our own main() switches it off before handing over to SystemC, which then calls sc_main.
+// `vspyre sweep` and `vspyre validate` orchestrate many runs; that part is Python
+// (scripts/vspyre_<command>.py), which calls this binary back for every simulation.
+static int forward_to_script(const char* command, int argc, char** argv) {
+  char self[PATH_MAX];
+  if (!realpath("/proc/self/exe", self)) std::snprintf(self, sizeof self, "%s", argv[0]);
+  std::string script = std::string(VSPYRE_DEFAULT_CONFIG_DIR) + "/../scripts/vspyre_" + command + ".py";
+  std::vector<char*> args = {const_cast<char*>("python3"), script.data(), const_cast<char*>("--vspyre"), self};
+  for (int i = 2; i <= argc; ++i) args.push_back(argv[i]);  // argv[argc] is the terminating nullptr
+  execvp("python3", args.data());
+  std::fprintf(stderr, "vspyre: error: cannot run python3 for 'vspyre %s': %s\n", command, std::strerror(errno));
+  return 1;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && (std::strcmp(argv[1], "sweep") == 0 || std::strcmp(argv[1], "validate") == 0))
+    return forward_to_script(argv[1], argc, argv);
   setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
   return sc_core::sc_elab_and_sim(argc, argv);
 }

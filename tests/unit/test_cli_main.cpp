@@ -189,7 +189,7 @@ TEST_CASE("cli: describe --help and probe --help describe their options", "[cli]
 
 TEST_CASE("cli: unknown command fails with exit 1 and suggests the right one", "[cli]") {
   check_input_error(run({"describ"}),
-                    "unknown command 'describ' (commands: describe, probe, run; see --help); did you mean 'describe'?");
+                    "unknown command 'describ' (commands: describe, probe, run, sweep, validate; see --help); did you mean 'describe'?");
   const Result far = run({"simulate"});
   check_input_error(far, "unknown command 'simulate'");
   CHECK_FALSE(contains(far.err, "did you mean"));
