@@ -234,6 +234,11 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       if (out_dims.count(*it)) order.push_back(*it);
   for (const auto& d : out_dims)
     if (std::find(order.begin(), order.end(), d) == order.end()) order.push_back(d);
+  // Reduced dims tile too (a matmul's K, a reduction's row): the output block stays in LX and
+  // accumulates over them, so they are always the innermost loops (see the loop order below).
+  // Split across cores they are combined over the ring instead, so only a core-local extent tiles.
+  for (const auto& d : reduced_dims)
+    if (std::find(order.begin(), order.end(), d) == order.end()) order.push_back(d);
   for (const auto& d : order) {
     DimTile dt;
     dt.dim = d;
@@ -329,6 +334,8 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         if (t.hbm && !t.has(dt.dim)) lacking[dt.dim] += block_bytes(t);
     std::stable_sort(tiles.begin(), tiles.end(),
                      [&](const DimTile& a, const DimTile& b) { return lacking[a.dim] < lacking[b.dim]; });
+    std::stable_partition(tiles.begin(), tiles.end(),
+                          [&](const DimTile& dt) { return !reduced_dims.count(dt.dim); });
   }
   const uint64_t usable = m_card.lx_usable;
   // Tiling. Preferred: cut one dimension only (no operand is ever re-read), halving it until the
@@ -368,15 +375,57 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       if ((fits(n) && n.buffers <= m_card.tile_target_bytes) || tiles[best_dim].tile <= tiles[best_dim].gran) break;
       halve(tiles[best_dim]);
     }
-  } else {
-    for (;;) {
-      if (fits(need())) break;
-      DimTile* best = nullptr;
-      for (auto& dt : tiles)
-        if (dt.tile > dt.gran && (!best || dt.tile / dt.gran > best->tile / best->gran)) best = &dt;
-      if (!best) break;
-      halve(*best);
+  } else if (!tiles.empty()) {
+    // Several dimensions must be cut. Search the tile sizes (powers of two times the granule)
+    // for the least device-memory traffic that fits LX double-buffered (or at least single):
+    // with the loops in `tiles` order, a tensor is loaded again whenever a loop over one of its
+    // own dimensions, or any loop outside that, moves on.
+    auto traffic = [&]() {
+      double bytes = 0;
+      for (const auto& t : ts) {
+        if (!t.hbm || t.alloc < 0) continue;
+        double loads = 1;
+        int inner = -1;
+        for (size_t j = 0; j < tiles.size(); ++j)
+          if (t.has(tiles[j].dim)) inner = static_cast<int>(j);
+        for (int j = 0; j <= inner; ++j) loads *= static_cast<double>(tiles[static_cast<size_t>(j)].count());
+        bytes += loads * static_cast<double>(block_bytes(t));
+      }
+      return bytes;
+    };
+    std::vector<std::vector<uint64_t>> options;
+    for (const auto& dt : tiles) {
+      std::vector<uint64_t> o;
+      for (uint64_t v = dt.gran; v < dt.max_ext; v *= 2) o.push_back(v);
+      o.push_back(ceil_div(dt.max_ext, dt.gran) * dt.gran);
+      options.push_back(o);
     }
+    std::vector<uint64_t> best(tiles.size(), 0), cur(tiles.size(), 0);
+    double best_cost = -1;
+    bool best_dbl = false;
+    std::vector<size_t> pick(tiles.size(), 0);
+    for (;;) {
+      for (size_t j = 0; j < tiles.size(); ++j) tiles[j].tile = options[j][pick[j]];
+      const Need nn = need();
+      const bool single = nn.resident + nn.buffers <= usable;
+      const bool dbl2 = fits(nn);
+      if (single) {
+        const double cost = traffic();
+        // Double buffering first; then the least traffic; then the fewest tiles.
+        if (best_cost < 0 || (dbl2 && !best_dbl) || (dbl2 == best_dbl && cost < best_cost * (1 - 1e-9))) {
+          best_cost = cost;
+          best_dbl = dbl2;
+          for (size_t j = 0; j < tiles.size(); ++j) best[j] = tiles[j].tile;
+        }
+      }
+      size_t j = 0;
+      while (j < tiles.size() && ++pick[j] == options[j].size()) pick[j++] = 0;
+      if (j == tiles.size()) break;
+    }
+    if (best_cost >= 0)
+      for (size_t j = 0; j < tiles.size(); ++j) tiles[j].tile = best[j];
+    else
+      for (auto& dt : tiles) dt.tile = dt.gran;  // nothing fits: the error below names the sizes
   }
   const Need n = need();
   bool dbl = n.resident + 2 * n.buffers <= usable;
