@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Generate the bundle fixtures that bench/validation/measured.yaml needs beyond the 15 presets.
+
+    python3 bench/validation/gen_fixtures.py            # (re)write them under tests/fixtures/bundles
+    python3 bench/validation/gen_fixtures.py --list     # names, kinds and parameters
+
+Each fixture is made by scripts/gen_bundle.py from a workload kind and -p overrides (the command is
+recorded in its README.md); this script then replaces the README's generic "Mirrors:" line with
+the measured.md row the fixture stands for.  The output is deterministic.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTROOT = "tests/fixtures/bundles"
+
+S6A = "measured.md section 6a (hbm_ops log, HieronZhang/torch-spyre haoyang_logs/hbm_ops_20260702_045208.log)"
+S2 = "measured.md section 2 (PR #4302 require_layout)"
+S6D = "measured.md section 6d (mm_family log, HieronZhang/torch-spyre haoyang_logs/mm_family_20260724_082545.log)"
+LAYOUT_TXT = {"default": "column Baseline (activation/output ['x','in','mb'] / ['x','out','mb'])",
+              "batch_outer": "column Batch-outer in+out (['mb','in','x'] / ['mb','out','x'])"}
+
+# §6a pointwise: op -> (opFunc, kind, {shape: measured us})
+POINTWISE = {
+    "neg": ("neg", "unary", {1024: 77.97, 4096: 321.98, 16384: 1311.87}),
+    "gelu": ("gelufwd", "unary", {1024: 77.99, 4096: 321.41, 16384: 1319.81}),
+    "exp": ("exp", "unary", {1024: 77.63, 4096: 318.37, 16384: 1314.44}),
+    "add": ("add", "binary", {1024: 106.80, 4096: 434.73, 16384: 1752.74}),
+    "mul": ("mul", "binary", {1024: 109.27, 4096: 434.82, 16384: 1752.81}),
+}
+# §2 matmul: (B, N) -> (baseline ms, batch-outer ms)
+MATMUL2 = {(2, 12800): (4.604, 2.196), (4, 12800): (6.631, 4.244), (8, 12800): (26.968, 8.384),
+           (2, 25600): (6.862, 4.879), (4, 25600): (12.156, 7.672), (8, 25600): (31.985, 15.502)}
+# §6d: cores -> (split m x n as measured.md gives it, -p split, measured us)
+MM6D = {2: ("1x2", "out=2", 1038.6), 4: ("2x2", "mb=2,out=2", 514.2), 8: ("2x4", "mb=2,out=4", 324.6),
+        16: ("4x4", "mb=4,out=4", 218.5)}
+
+
+def fixtures():
+    """[(name, kind, params, mirror)] in a fixed order; presets of gen_bundle.py are not repeated."""
+    out = []
+    for op, (func, kind, times) in POINTWISE.items():
+        for n, us in times.items():
+            name = f"{op}_2048x{n}_c32"
+            if name in ("neg_2048x1024_c32", "add_2048x1024_c32"):
+                continue  # gen_bundle.py presets
+            out.append((name, kind, {"op": func, "shape": [2048, n], "split": "mb=32"},
+                        f"{S6A}, row `{op}`, column [2048,{n}], 32 cores, row split d0:32: {us} us."))
+    for (b, n), (base_ms, outer_ms) in MATMUL2.items():
+        split = {2: "x=2,mb=2,out=8", 4: "x=4,out=8", 8: "x=8,out=4"}[b]
+        for layout, ms in (("default", base_ms), ("batch_outer", outer_ms)):
+            name = f"matmul_b{b}_n{n}_{layout}"
+            if (b, n) == (8, 12800):
+                continue  # presets matmul_b8_default / matmul_b8_batch_outer
+            out.append((name, "matmul", {"batch": b, "m": 512, "k": 4096, "n": n, "layout": layout,
+                                         "split": split},
+                        f"{S2}, row `[{b},512,4096] @ [4096,{n}]`, {LAYOUT_TXT[layout]}: {ms} ms. "
+                        f"32 cores; measured.md does not give the work division, the fixture uses "
+                        f"{{{split.replace('=', ':')}}} (B-way batch split, the rest on N as in the "
+                        f"B=8 presets; at B=2, out=16 would cut sticks, so mb=2,out=8)."))
+    for cores, (mxn, split, us) in MM6D.items():
+        out.append((f"mm_2048x512x2048_c{cores}", "matmul",
+                    {"batch": 0, "m": 2048, "k": 512, "n": 2048, "split": split},
+                    f"{S6D}, row 2048x512x2048, {cores} cores (split m x n = {mxn}): {us} us."))
+    out.append(("mm_2048x1024x2048_c1", "matmul",
+                {"batch": 0, "m": 2048, "k": 1024, "n": 2048, "split": "1"},
+                f"{S6D}, row 2048x1024x2048, 1 core: 4129.6 us."))
+    return out
+
+
+def load_gen():
+    spec = importlib.util.spec_from_file_location("gen_bundle", ROOT / "scripts" / "gen_bundle.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--outroot", default=OUTROOT, help=f"default {OUTROOT} (repository-relative)")
+    a = ap.parse_args(argv)
+    todo = fixtures()
+    if a.list:
+        for name, kind, params, _ in todo:
+            print(f"{name:32s} {kind:7s} {json.dumps(params, sort_keys=True)}")
+        return 0
+    gen = load_gen()
+    os.chdir(ROOT)
+    for name, kind, params, mirror in todo:
+        outdir = f"{a.outroot}/{name}"
+        cmd = "python3 scripts/gen_bundle.py " + " ".join(
+            [kind, outdir] + [f"-p '{k}={v if isinstance(v, str) else json.dumps(v, separators=(',', ':'))}'"
+                              for k, v in params.items()])
+        gen.generate(kind, outdir, dict(params), command=cmd)
+        readme = Path(outdir) / "README.md"
+        lines = readme.read_text().split("\n")
+        for i, line in enumerate(lines):
+            if line.startswith("Mirrors: "):
+                lines[i] = "Mirrors: " + mirror
+                lines.insert(i + 1, "\nWritten by `python3 bench/validation/gen_fixtures.py` "
+                             "(the command above plus this Mirrors line); a row of "
+                             "`bench/validation/measured.yaml`.")
+                break
+        readme.write_text("\n".join(lines))
+        print(outdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the bundle loader's libFuzzer target with clang and runs it for SECONDS (default 30),
+# seeded with the fixture bundles (MLIR and SDSC files joined at "//--sdsc--" lines).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-30}
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DVSPYRE_FUZZ=ON -DVSPYRE_BUILD_TESTS=OFF -DVSPYRE_BUILD_BENCH=OFF >/dev/null
+cmake --build build/fuzz --target vspyre_fuzz_bundle >/dev/null
+corpus=$(mktemp -d)
+trap 'rm -rf "$corpus"' EXIT
+for d in tests/fixtures/bundles/*/; do
+  [ -f "$d/bundle.mlir" ] || continue
+  # Only the small fixtures: the fuzzer's per-input length limit is 64 KiB.
+  seed="$corpus/$(basename "$d")"
+  { cat "$d/bundle.mlir"; for f in $(ls "$d" | grep -E '^sdsc_[0-9]+\.json$' | sort -V); do
+      printf '//--sdsc--\n'; cat "$d/$f"; done; } > "$seed"
+done
+build/fuzz/sim/bundle/vspyre_fuzz_bundle "$corpus" -max_total_time="$seconds" -max_len=65536 \
+  -print_final_stats=1 2>&1 | tail -15

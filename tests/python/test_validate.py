@@ -1,0 +1,288 @@
+"""Tests of scripts/vspyre_validate.py (issue 6: the measured-kernel validation).
+
+Run with: VSPYRE_BIN=build/dev/cli/vspyre python3 -m pytest -q tests/python/test_validate.py
+Most tests use a stand-in vspyre (a small Python script printing fixed kernel times), so they
+need no build; the end-to-end test runs the real binary on two fixtures ($VSPYRE_BIN, else the
+binary the script would find) and is skipped when there is none.
+"""
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "vspyre_validate.py"
+sys.path.insert(0, str(SCRIPT.parent))
+import vspyre_validate as vv  # noqa: E402
+
+BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
+
+
+# ----------------------------------------------------------------------------------- statistics
+
+def test_mape_known_values():
+    assert vv.mape([110, 90], [100, 100]) == pytest.approx(10.0)
+    assert vv.mape([150, 50, 100], [100, 100, 100]) == pytest.approx(100.0 / 3)
+    assert vv.mape([2.0], [1.0]) == pytest.approx(100.0)
+    with pytest.raises(ValueError):
+        vv.mape([], [])
+
+
+def test_pearson_known_values():
+    assert vv.pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
+    assert vv.pearson([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    # x = 1..4, y = 1,3,2,4: sxy = 4, sxx = syy = 5 -> 0.8
+    assert vv.pearson([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
+    assert vv.pearson([1, 1, 1], [1, 2, 3]) is None
+    assert vv.pearson([1], [1]) is None
+
+
+def test_spearman_with_ties():
+    assert vv.ranks([10, 20, 20, 30]) == [1, 2.5, 2.5, 4]
+    assert vv.ranks([5, 5, 5]) == [2, 2, 2]
+    # ranks [1, 2.5, 2.5, 4] vs [1, 3, 2, 4]: sxy = 4.5, sxx = 4.5, syy = 5
+    assert vv.spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(4.5 / math.sqrt(4.5 * 5))
+    # monotone but non-linear: rank correlation 1, Pearson less
+    x, y = [1, 2, 3, 4, 5], [1, 10, 100, 1000, 10000]
+    assert vv.spearman(x, y) == pytest.approx(1.0)
+    assert vv.pearson(x, y) < 0.9
+
+
+def test_summary_and_direction():
+    s = vv.summarize([200, 50], [100, 100], ["a", "b"])
+    assert s["mape_percent"] == pytest.approx(75.0)
+    assert s["max_error_percent"] == pytest.approx(100.0) and s["max_error_row"] == "a"
+    assert s["bias_geomean_ratio"] == pytest.approx(1.0) and s["bias_sign"] == "0"
+    assert vv.summarize([120, 130], [100, 100], ["a", "b"])["bias_sign"] == "+"
+    assert vv.direction(0.5, 0.05) == "faster"
+    assert vv.direction(1.04, 0.05) == "same"
+    assert vv.direction(0.96, 0.05) == "same"
+    assert vv.direction(1.36, 0.05) == "slower"
+
+
+# ------------------------------------------------------------------------ stand-in vspyre runs
+
+FAKE = textwrap.dedent("""\
+    #!{py}
+    import json, os, sys
+    times = json.load(open({times!r}))
+    if sys.argv[1] == "--version":
+        print("vspyre fake"); sys.exit(0)
+    name = os.path.basename(os.path.normpath(sys.argv[2]))
+    if name not in times:
+        sys.stderr.write("vspyre: error: cannot load " + name + "\\n"); sys.exit(2)
+    t = times[name]
+    print(json.dumps({{"kernel_time_us": t, "stages": [{{"name": "launch", "time_us": 1.0}},
+                      {{"name": "sdsc_0.json 0_op", "time_us": t - 1.0}}]}}))
+    """)
+
+
+@pytest.fixture
+def fake(tmp_path):
+    """(make_table, set_times, vspyre path): a stand-in binary and bundle dirs a..e in tmp_path."""
+    times = tmp_path / "times.json"
+    times.write_text("{}")
+    exe = tmp_path / "fake_vspyre"
+    exe.write_text(FAKE.format(py=sys.executable, times=str(times)))
+    exe.chmod(0o755)
+    for n in "abcde":
+        (tmp_path / n).mkdir()
+        (tmp_path / n / "bundle.mlir").write_text("")
+
+    def set_times(**kw):
+        times.write_text(json.dumps(kw))
+
+    def make_table(rows, name="t.yaml"):
+        for r in rows:
+            if r.get("fixture"):
+                r["fixture"] = str(tmp_path / r["fixture"])
+        f = tmp_path / name
+        f.write_text(yaml.safe_dump({"schema": 1, "rows": rows}, sort_keys=False))
+        return f
+
+    return make_table, set_times, str(exe)
+
+
+def m_row(i, fx, us, **kw):
+    return {"id": i, "section": "x", "type": "M", "measured_us": us, "fixture": fx, **kw}
+
+
+def test_prediction_rows_are_not_counted(fake):
+    make_table, set_times, exe = fake
+    set_times(a=110.0, b=90.0, c=1000.0)
+    t = make_table([m_row("ra", "a", 100.0), m_row("rb", "b", 100.0),
+                    {"id": "pc", "section": "x", "type": "P", "predicted_us": 1.0, "fixture": "c"},
+                    {"id": "nofx", "section": "x", "type": "M", "measured_us": 5.0}])
+    res = vv.validate(t, vspyre=exe, jobs=2)
+    assert res["n_counted"] == 2
+    assert res["mape_percent"] == pytest.approx(10.0)
+    assert res["max_error_percent"] == pytest.approx(10.0)
+    pc = next(o for o in res["rows"] if o["id"] == "pc")
+    assert pc["predicted"] == 1000.0 and pc["counted"] is False
+    assert next(o for o in res["rows"] if o["id"] == "nofx")["status"] == "no fixture"
+
+
+def test_ratio_rows_and_directions(fake):
+    make_table, set_times, exe = fake
+    set_times(a=100.0, b=50.0, c=100.0, d=130.0)
+    t = make_table([m_row("base", "a", 100.0), m_row("opt", "b", 80.0),
+                    m_row("one", "c", 10.0), m_row("four", "d", 20.0),
+                    {"id": "r_opt", "section": "x", "type": "M-ratio", "numerator": "opt",
+                     "denominator": "base"},
+                    {"id": "r_cores", "section": "x", "type": "M-ratio", "numerator": "four",
+                     "denominator": "one", "measured_ratio": 0.9},
+                    {"id": "r_paper", "section": "x", "type": "M-ratio", "measured_ratio": 2.5},
+                    {"id": "stage", "section": "x", "type": "M", "measured_us": 49.0,
+                     "fixture": "b", "metric": "stage:0_op"}])
+    res = vv.validate(t, vspyre=exe)
+    by = {o["id"]: o for o in res["rows"]}
+    assert by["r_opt"]["measured"] == pytest.approx(0.8)
+    assert by["r_opt"]["predicted"] == pytest.approx(0.5)
+    assert by["r_opt"]["direction_reproduced"] is True
+    assert by["r_cores"]["measured"] == pytest.approx(0.9)       # explicit measured_ratio wins
+    assert by["r_cores"]["direction_measured"] == "faster"
+    assert by["r_cores"]["direction_predicted"] == "slower"
+    assert by["r_paper"]["status"] == "no fixture"
+    assert by["stage"]["predicted"] == pytest.approx(49.0)
+    assert res["ratio"]["directions_reproduced"] == 1 and res["ratio"]["directions_total"] == 2
+    assert res["ratio"]["not_reproduced"] == ["r_cores"]
+    assert res["n_counted"] == 5                                 # ratios are not counted
+
+
+def test_baseline_check_fails_when_mape_rises_more_than_a_point(fake, tmp_path, capsys):
+    make_table, set_times, exe = fake
+    t = make_table([m_row("ra", "a", 100.0), m_row("rb", "b", 100.0)])
+    base = tmp_path / "baseline.json"
+    set_times(a=110.0, b=90.0)                                   # MAPE 10
+    assert vv.main(["--table", str(t), "--vspyre", exe, "--out", str(tmp_path / "o"), "-q",
+                    "--write-baseline", str(base)]) == 0
+    assert json.loads(base.read_text())["mape_percent"] == pytest.approx(10.0)
+    args = ["--table", str(t), "--vspyre", exe, "--out", str(tmp_path / "o"), "-q",
+            "--check-baseline", str(base)]
+    set_times(a=110.0, b=89.2)                                   # MAPE 10.4: within a point
+    assert vv.main(args) == 0
+    set_times(a=110.0, b=88.0)                                   # MAPE 11.0: exactly a point
+    assert vv.main(args) == 0
+    capsys.readouterr()
+    set_times(a=110.0, b=87.0)                                   # MAPE 11.5: fails
+    assert vv.main(args) == 1
+    err = capsys.readouterr().err
+    assert "FAILED" in err and "MAPE rose" in err and "rb" in err
+    set_times(a=110.0, b=87.0)
+    assert vv.main(args + ["--tolerance", "2"]) == 0
+    set_times(a=100.0)                                           # a fixture fails: check fails
+    assert vv.main(args) == 1
+    assert "failed" in capsys.readouterr().err
+    # a row added since the baseline: compared on the rows both have, with a note
+    t2 = make_table([m_row("ra", "a", 100.0), m_row("rb", "b", 100.0), m_row("rc", "c", 1.0)],
+                    name="t2.yaml")
+    set_times(a=110.0, b=90.0, c=100.0)
+    assert vv.main(["--table", str(t2), "--vspyre", exe, "--out", str(tmp_path / "o"), "-q",
+                    "--check-baseline", str(base)]) == 0
+    err = capsys.readouterr().err
+    assert "over the 2 rows both have" in err and "not in the baseline: rc" in err
+
+
+@pytest.mark.parametrize("row, words", [
+    ({"id": "bad", "section": "x", "measured_us": 1.0}, ["`type`", "'bad'"]),
+    ({"id": "bad", "section": "x", "type": "M", "measured_us": -3}, ["measured_us", "positive"]),
+    ({"id": "bad", "section": "x", "type": "M"}, ["needs `measured_us`"]),
+    ({"id": "bad", "section": "x", "type": "P", "measured_us": 3.0}, ["predicted_us"]),
+    ({"id": "bad", "section": "x", "type": "M", "measured_us": 1.0, "fixture": "nope"},
+     ["not a bundle directory"]),
+    ({"id": "bad", "section": "x", "type": "M-ratio", "numerator": "ra", "denominator": "zz"},
+     ["denominator 'zz'"]),
+    ({"id": "bad", "section": "x", "type": "M", "measured_us": 1.0, "mesured": 2},
+     ["unknown field", "mesured"]),
+    ({"id": "ra", "section": "x", "type": "M", "measured_us": 1.0}, ["duplicate id"]),
+])
+def test_bad_table_names_file_and_row(fake, tmp_path, capsys, row, words):
+    make_table, _, exe = fake
+    t = make_table([m_row("ra", "a", 100.0), row])
+    with pytest.raises(vv.ValidateError) as e:
+        vv.load_table(t)
+    msg = str(e.value)
+    assert str(t) in msg and "row 2" in msg and "line" in msg
+    for w in words:
+        assert w in msg
+    assert vv.main(["--table", str(t), "--vspyre", exe, "-q", "--out", str(tmp_path / "o")]) == 2
+    assert "row 2" in capsys.readouterr().err
+
+
+def test_table_not_a_list(tmp_path):
+    t = tmp_path / "t.yaml"
+    t.write_text("rows: 3\n")
+    with pytest.raises(vv.ValidateError, match="non-empty list `rows`"):
+        vv.load_table(t)
+    with pytest.raises(vv.ValidateError, match="cannot read"):
+        vv.load_table(tmp_path / "missing.yaml")
+
+
+def test_committed_table_loads():
+    rows = vv.load_table(vv.DEFAULT_TABLE)
+    types = {r["type"] for r in rows}
+    assert types == {"M", "M-ratio", "P"}
+    assert all(r.get("source") for r in rows)
+    base = json.loads(vv.DEFAULT_BASELINE.read_text())
+    assert base["n_counted"] == sum(1 for r in rows if r["type"] == "M" and r.get("fixture"))
+
+
+# ------------------------------------------------------------------------------- end to end
+
+@pytest.fixture(scope="session")
+def vspyre():
+    try:
+        b = vv.find_vspyre()
+    except vv.ValidateError as e:
+        pytest.skip(str(e))
+    if not os.path.isfile(b):
+        pytest.skip(f"no vspyre binary at {b}")
+    return str(Path(b).resolve())
+
+
+def test_end_to_end_two_rows(vspyre, tmp_path):
+    t = tmp_path / "two.yaml"
+    t.write_text(textwrap.dedent(f"""\
+        schema: 1
+        rows:
+        - {{id: neg, section: 6a, type: M, measured_us: 77.97,
+           fixture: {BUNDLES / 'neg_2048x1024_c32'}, source: hbm_ops log}}
+        - {{id: add, section: 6a, type: M, measured_us: 106.80,
+           fixture: tests/fixtures/bundles/add_2048x1024_c32, source: hbm_ops log}}
+        - {{id: add_vs_neg, section: 6a, type: M-ratio, numerator: add, denominator: neg}}
+        """))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--vspyre", vspyre, "--table", str(t),
+                        "--json", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    for k in ("mape_percent", "max_error_percent", "spearman", "pearson", "rows"):
+        assert k in res
+    assert res["n_counted"] == 2 and not res["failed"]
+    rows = {o["id"]: o for o in res["rows"]}
+    for i in ("neg", "add"):
+        o = rows[i]
+        assert o["predicted"] > 0
+        assert o["error_percent"] == pytest.approx(100 * (o["predicted"] - o["measured"]) / o["measured"])
+    assert res["mape_percent"] == pytest.approx(
+        (abs(rows["neg"]["error_percent"]) + abs(rows["add"]["error_percent"])) / 2)
+    assert rows["add_vs_neg"]["predicted"] == pytest.approx(
+        rows["add"]["predicted"] / rows["neg"]["predicted"])
+    with open(out / "validation.csv", newline="") as f:
+        assert [row["id"] for row in csv.DictReader(f)] == ["neg", "add", "add_vs_neg"]
+    png = out / "validation.png"
+    if png.exists():   # matplotlib present
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the text report
+    r = subprocess.run([sys.executable, str(SCRIPT), "--vspyre", vspyre, "--table", str(t),
+                        "--out", str(out), "-q", "--no-plot"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "MAPE" in r.stdout and "Spearman" in r.stdout and "add_vs_neg" in r.stdout
