@@ -69,6 +69,8 @@ class Core : public Component {
   double sfp_time_ps(uint64_t elements, double cycles_per_element) const;
   double peak_macs_per_ns(int bits = 16) const;
   double clock_hz() const { return m_clock_hz; }
+  uint32_t pt_rows() const { return m_pt_rows; }
+  uint32_t corelets() const { return m_corelets; }
 
   uint64_t lx_size() const { return m_lx_size; }
   uint64_t lx_usable() const { return m_lx_size - m_lx_reserved; }

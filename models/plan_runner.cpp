@@ -11,7 +11,11 @@ namespace vspyre {
 plan::CardParams plan_card_params(Card& card) {
   plan::CardParams p;
   p.cores = static_cast<uint32_t>(card.cores().size());
-  if (!card.cores().empty()) p.lx_usable = card.core(0).lx_usable();
+  if (!card.cores().empty()) {
+    p.lx_usable = card.core(0).lx_usable();
+    p.pt_rows = card.core(0).pt_rows();
+    p.corelets = card.core(0).corelets();
+  }
   p.stick_bytes = static_cast<uint32_t>(kStickBytes);
   p.launch_overhead_ps = card.launch_overhead_ps();
   p.tile_target_bytes = card.tile_target_bytes();

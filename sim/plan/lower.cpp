@@ -3,6 +3,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <set>
@@ -220,6 +221,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   for (const auto& d : reduced_dims)
     if (s.slices_of(d) > 1) cross_core = true;
 
+  bool uses_pt = false;
+  for (const auto& cop : s.compute_ops)
+    if (cop.ex_unit == bundle::ExUnit::pt || cop.ex_unit == bundle::ExUnit::pe) uses_pt = true;
   // Tile candidates: output dims, outermost (in the first output's layout) first.
   std::vector<DimTile> tiles;
   const Tensor* first_out = nullptr;
@@ -245,6 +249,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     for (const auto& t : ts)
       for (size_t i = 0; i < t.dims.size(); ++i)
         if (t.dims[i] == d && t.stick[i] && !t.reduced[i]) dt.gran = std::max(dt.gran, t.stick_elems);
+    // On the PT array a tile thinner than its rows (times the corelets sharing the work) wastes
+    // the array; never cut a matmul's dimension finer than that.
+    if (uses_pt) dt.gran = std::max<uint64_t>(dt.gran, static_cast<uint64_t>(m_card.pt_rows) * m_card.corelets);
     for (uint32_t c : s.core_ids) dt.max_ext = std::max(dt.max_ext, ext_of(s, c, d));
     dt.tile = ceil_div(dt.max_ext, dt.gran) * dt.gran;
     if (dt.max_ext > dt.gran) tiles.push_back(dt);
@@ -402,6 +409,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     }
     std::vector<uint64_t> best(tiles.size(), 0), cur(tiles.size(), 0);
     double best_cost = -1;
+    uint64_t best_count = 0;
     bool best_dbl = false;
     std::vector<size_t> pick(tiles.size(), 0);
     for (;;) {
@@ -411,9 +419,15 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       const bool dbl2 = fits(nn);
       if (single) {
         const double cost = traffic();
-        // Double buffering first; then the least traffic; then the fewest tiles.
-        if (best_cost < 0 || (dbl2 && !best_dbl) || (dbl2 == best_dbl && cost < best_cost * (1 - 1e-9))) {
+        uint64_t count = 1;
+        for (const auto& dt : tiles) count *= dt.count();
+        // Double buffering first; then the least traffic (within 1 %); then the fewest tiles,
+        // since every tile pays its own fill and drain on the PT array and its DMA setup.
+        const bool same_cost = best_cost >= 0 && std::abs(cost - best_cost) <= 0.01 * best_cost;
+        if (best_cost < 0 || (dbl2 && !best_dbl) ||
+            (dbl2 == best_dbl && ((!same_cost && cost < best_cost) || (same_cost && count < best_count)))) {
           best_cost = cost;
+          best_count = count;
           best_dbl = dbl2;
           for (size_t j = 0; j < tiles.size(); ++j) best[j] = tiles[j].tile;
         }

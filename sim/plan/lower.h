@@ -34,6 +34,7 @@ struct SfpCosts {
 struct CardParams {
   uint32_t cores = 32;
   uint32_t corelets = 2;
+  uint32_t pt_rows = 8;  // a PT array's rows: a matmul tile thinner than this wastes the array
   uint64_t lx_usable = (2ull << 20) - (64ull << 10);  // per core, bytes a plan may use
   uint32_t stick_bytes = 128;
   double launch_overhead_ps = 15e6;   // once per bundle
