@@ -23,6 +23,8 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
       m_turnarounds(stats().scalar("turnarounds", "events", "write-to-read plus read-to-write turnaround pairs")),
       m_bytes_read(stats().scalar("bytes_read", "B", "bytes read")),
       m_bytes_written(stats().scalar("bytes_written", "B", "bytes written")),
+      m_coalesced(stats().scalar("coalesced_reads", "requests", "reads served by an identical read in flight")),
+      m_bytes_coalesced(stats().scalar("bytes_coalesced", "B", "bytes delivered without a device-memory read")),
       m_last_done(stats().scalar("last_done_ps", "ps", "completion time of the last request")) {
   ParamReader& p = params();
   const double data_rate = p.get_real("data_rate_mtps", 6400,
@@ -50,6 +52,8 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_t.t_frontend = ns("t_frontend", "60ns", "memory controller plus on-chip network latency, each way");
   m_t.bin = ns("bin", "100ns", "length of one bin of the bus calendar (model resolution)");
   m_t.history = ns("history", "50us", "how long the bus calendar keeps past bins (>> sim.quantum)");
+  m_t.coalesce_window = ns("coalesce_window", "2us",
+                           "identical reads arriving within this window are served once (0 = never)");
   m_t.write_batch = p.get_size("write_batch", "192B", {"bytes per channel the controller drains per write burst", Provenance::Estimate});
   m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
@@ -214,6 +218,23 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
 
 double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps) {
   const double t = t_ps + m_t.t_frontend;
+  // Several cores reading the same operand (a matmul's shared weight slice) within a short
+  // window: the controller serves the read once and the data is delivered to every requester
+  // (read coalescing). A write to the range ends the sharing.
+  if (m_t.coalesce_window > 0) {
+    const uint64_t key = addr * 1315423911ull ^ bytes;
+    if (is_write) {
+      m_recent.erase(key);
+    } else if (auto it = m_recent.find(key); it != m_recent.end() && it->second.addr == addr &&
+                                                it->second.bytes == bytes &&
+                                                std::abs(t - it->second.issued) <= m_t.coalesce_window) {
+      ++m_coalesced;
+      m_bytes_coalesced += static_cast<double>(bytes);
+      const double finish = std::max(it->second.done, t + m_t.t_frontend);
+      m_last_done.max_with(finish);
+      return finish;
+    }
+  }
   const uint64_t il = m_t.interleave, nch = m_t.channels;
   double done = t;
   // A contiguous request maps to one contiguous channel-local range per channel.
@@ -247,6 +268,10 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps)
   }
   const double finish = done + m_t.t_frontend;
   m_last_done.max_with(finish);
+  if (!is_write && m_t.coalesce_window > 0) {
+    if (m_recent.size() > 65536) m_recent.clear();  // bounded: only recent reads can coalesce
+    m_recent[addr * 1315423911ull ^ bytes] = Recent{addr, bytes, t, finish};
+  }
   VSPYRE_DEBUG(g_dbg, t_ps, "%s 0x%llx %llu B -> done %.1f ns", is_write ? "wr" : "rd",
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), finish / 1e3);
   return finish;

@@ -34,6 +34,7 @@ struct Lpddr5Timing {
   uint64_t write_batch = 512;   // bytes per channel the controller drains per write burst
   double bin = 0;               // calendar bin length
   double history = 0;           // how long the calendar keeps past bins
+  double coalesce_window = 0;   // identical reads within this window are served once
 };
 
 class Lpddr5 : public Component {
@@ -100,6 +101,10 @@ class Lpddr5 : public Component {
   Scalar& m_turnarounds;
   Scalar& m_bytes_read;
   Scalar& m_bytes_written;
+  Scalar& m_coalesced;
+  Scalar& m_bytes_coalesced;
+  struct Recent { uint64_t addr, bytes; double issued, done; };
+  std::unordered_map<uint64_t, Recent> m_recent;
   Scalar& m_last_done;
 };
 

@@ -23,7 +23,7 @@ std::unique_ptr<Simulation> make_card(const std::string& config = "configs/spyre
 }  // namespace
 
 TEST_CASE("models: LPDDR5 idle read of one stick takes frontend + activate + CAS + burst", "[models]") {
-  auto sim = make_card();
+  auto sim = make_card("configs/spyre.yaml", {"card.memory.coalesce_window=0ns"});
   Lpddr5& mem = sim->top_as<Card>().memory();
   const auto& t = mem.timing();
   const double t0 = 1e6;  // channel 0 is not refreshing here
@@ -43,7 +43,7 @@ TEST_CASE("models: LPDDR5 idle read of one stick takes frontend + activate + CAS
 }
 
 TEST_CASE("models: LPDDR5 spreads a large request over every channel", "[models]") {
-  auto sim = make_card();
+  auto sim = make_card("configs/spyre.yaml", {"card.memory.coalesce_window=0ns"});
   Lpddr5& mem = sim->top_as<Card>().memory();
   const auto& t = mem.timing();
   const uint64_t bytes = t.interleave * t.channels;  // one interleave unit per channel
@@ -59,7 +59,7 @@ TEST_CASE("models: LPDDR5 spreads a large request over every channel", "[models]
 }
 
 TEST_CASE("models: LPDDR5 mixing reads and writes on a channel costs turnarounds", "[models]") {
-  auto sim = make_card();
+  auto sim = make_card("configs/spyre.yaml", {"card.memory.coalesce_window=0ns"});
   Lpddr5& mem = sim->top_as<Card>().memory();
   const auto& t = mem.timing();
   const uint64_t step = t.interleave * t.channels;  // same channel, consecutive channel-local bytes
@@ -78,6 +78,24 @@ TEST_CASE("models: LPDDR5 mixing reads and writes on a channel costs turnarounds
   // Counted per calendar bin on the smaller direction there, so at most the global figure.
   CHECK(mem.stats().get("turnarounds") > 0.5 * pairs);
   CHECK(mem.stats().get("turnarounds") <= pairs + 1e-9);
+}
+
+TEST_CASE("models: LPDDR5 serves identical reads in the coalescing window once", "[models]") {
+  auto sim = make_card();
+  Lpddr5& mem = sim->top_as<Card>().memory();
+  const auto& t = mem.timing();
+  const double t0 = 2e6;
+  const double first = mem.access(1 << 20, 4096, false, t0);
+  const double second = mem.access(1 << 20, 4096, false, t0 + 100e3);  // 100 ns later
+  CHECK(second == Approx(first).epsilon(1e-12));                     // data arrives with the first read
+  CHECK(mem.stats().get("coalesced_reads") == Approx(1));
+  CHECK(mem.stats().get("bytes_read") == Approx(4096));              // one device-memory read
+  // Outside the window, or after a write to the range, the read goes to memory again.
+  mem.access(1 << 20, 4096, false, t0 + t.coalesce_window + 1e6);
+  CHECK(mem.stats().get("bytes_read") == Approx(8192));
+  mem.access(1 << 20, 4096, true, t0 + t.coalesce_window + 2e6);
+  mem.access(1 << 20, 4096, false, t0 + t.coalesce_window + 2.1e6);
+  CHECK(mem.stats().get("bytes_read") == Approx(12288));
 }
 
 TEST_CASE("models: LPDDR5 is sparse: written pages only, unwritten memory reads zero", "[models]") {
