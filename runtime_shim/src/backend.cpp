@@ -1,0 +1,100 @@
+// Sparse host-side device memory (the stand-in for the SystemC card).
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "shim_internal.h"
+
+namespace vspyre::shim {
+
+DeviceBackend::~DeviceBackend() = default;
+
+void DeviceBackend::fill(uint64_t dmva, size_t n, const void* pattern, size_t pattern_bytes) {
+  constexpr size_t kChunk = 64 * 1024;
+  std::vector<uint8_t> buf(std::min(n, kChunk));
+  const auto* p = static_cast<const uint8_t*>(pattern);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = p[i % pattern_bytes];
+  size_t done = 0;
+  while (done < n) {
+    // Keep the pattern phase: restart the chunk at the right pattern offset.
+    const size_t phase = done % pattern_bytes;
+    const size_t len = std::min(buf.size() - phase, n - done);
+    write(dmva + done, buf.data() + phase, len);
+    done += len;
+  }
+}
+
+void SparseBackend::write(uint64_t dmva, const void* src, size_t n) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  const auto* s = static_cast<const uint8_t*>(src);
+  while (n > 0) {
+    const uint64_t page = dmva / kPageBytes;
+    const uint64_t off = dmva % kPageBytes;
+    const size_t len = std::min<uint64_t>(n, kPageBytes - off);
+    auto& p = pages_[page];
+    if (!p) p.reset(new uint8_t[kPageBytes]());
+    std::memcpy(p.get() + off, s, len);
+    s += len;
+    dmva += len;
+    n -= len;
+  }
+}
+
+void SparseBackend::read(uint64_t dmva, void* dst, size_t n) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  auto* d = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    const uint64_t page = dmva / kPageBytes;
+    const uint64_t off = dmva % kPageBytes;
+    const size_t len = std::min<uint64_t>(n, kPageBytes - off);
+    auto it = pages_.find(page);
+    if (it == pages_.end())
+      std::memset(d, 0, len);
+    else
+      std::memcpy(d, it->second.get() + off, len);
+    d += len;
+    dmva += len;
+    n -= len;
+  }
+}
+
+void SparseBackend::fill(uint64_t dmva, size_t n, const void* pattern, size_t pattern_bytes) {
+  const auto* p = static_cast<const uint8_t*>(pattern);
+  if (std::all_of(p, p + pattern_bytes, [](uint8_t b) { return b == 0; })) {
+    discard(dmva, n);  // absent pages read as zero
+    return;
+  }
+  DeviceBackend::fill(dmva, n, pattern, pattern_bytes);
+}
+
+void SparseBackend::discard(uint64_t dmva, size_t n) {
+  if (n == 0) return;
+  std::lock_guard<std::mutex> lk(mutex_);
+  const uint64_t end = dmva + n;
+  const uint64_t first = dmva / kPageBytes;
+  const uint64_t last = (end - 1) / kPageBytes;
+  for (auto it = pages_.lower_bound(first); it != pages_.end() && it->first <= last;) {
+    const uint64_t pbase = it->first * kPageBytes;
+    const uint64_t lo = std::max(pbase, dmva);
+    const uint64_t hi = std::min(pbase + kPageBytes, end);
+    if (lo == pbase && hi == pbase + kPageBytes) {
+      it = pages_.erase(it);
+    } else {
+      std::memset(it->second.get() + (lo - pbase), 0, hi - lo);
+      ++it;
+    }
+  }
+}
+
+void SparseBackend::launch(const ComputeLaunch& l) {
+  throw std::runtime_error("flex: Compute launch of '" + l.name +
+                           "' failed: kernels are not wired to the virtual card yet (vspyre "
+                           "runtime shim, sparse backend)");
+}
+
+size_t SparseBackend::residentPages() const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  return pages_.size();
+}
+
+}  // namespace vspyre::shim

@@ -1,0 +1,349 @@
+// Runtime context, stream engine, device enumeration, operation parameters.
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "shim_internal.h"
+
+namespace flex {
+
+// ---------------------------------------------------------------------------------------------
+// Parameter objects
+// ---------------------------------------------------------------------------------------------
+
+DmaParams* createDmaParams(void* host, size_t size, bool to_device, const CompositeAddress* dev,
+                           std::shared_ptr<data_conversion_info> dci) {
+  auto* p = new DmaParams;
+  p->host = host;
+  p->size = size;
+  p->to_device = to_device;
+  p->device = dev;
+  p->dci = std::move(dci);
+  return p;
+}
+void destroyDmaParams(DmaParams* p) { delete p; }
+
+ComputeParams* createComputeParams(const CompositeAddress* program,
+                                   std::vector<const CompositeAddress*> tensors,
+                                   const std::string& name, uint64_t bootstrap_offset) {
+  auto* p = new ComputeParams;
+  p->program = program;
+  p->tensors = std::move(tensors);
+  p->kernel_name = name;
+  p->bootstrap_offset = bootstrap_offset;
+  return p;
+}
+void destroyComputeParams(ComputeParams* p) { delete p; }
+
+HostCallbackParams* createHostCallbackParams(std::function<void(void*)> cb, void* user_data,
+                                             bool pipeline_barrier) {
+  auto* p = new HostCallbackParams;
+  p->callback = std::move(cb);
+  p->user_data = user_data;
+  p->pipeline_barrier = pipeline_barrier;
+  return p;
+}
+void destroyHostCallbackParams(HostCallbackParams* p) { delete p; }
+
+std::ostream& operator<<(std::ostream& os, const RuntimeStatus& s) {
+  return os << "RuntimeStatus{" << (s.ok() ? "OK" : "ERROR") << " (" << s.code << ")"
+            << (s.message.empty() ? "" : ": ") << s.message << "}";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream engine
+// ---------------------------------------------------------------------------------------------
+
+namespace detail {
+
+ContextImpl::ContextImpl(const vspyre::shim::ContextOptions& o) : opts(o), device_id(o.device_id) {
+  backend = opts.backend ? opts.backend : std::make_shared<vspyre::shim::SparseBackend>();
+  core = std::make_shared<AllocatorCore>(opts.capacity_bytes, backend);
+  allocator = std::make_shared<FlexAllocator>(core);
+  default_stream = createStream(RuntimeStreamPriority::NORMAL);
+  const int n = std::max(1, opts.workers);
+  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { workerLoop(); });
+}
+
+ContextImpl::~ContextImpl() {
+  {
+    std::unique_lock<std::mutex> lk(mutex);
+    done_cv.wait(lk, [&] {
+      return std::all_of(streams.begin(), streams.end(),
+                         [](const auto& s) { return s->queue.empty() && !s->busy; });
+    });
+    stop_ = true;
+  }
+  work_cv.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+StreamImpl* ContextImpl::createStream(RuntimeStreamPriority prio) {
+  std::lock_guard<std::mutex> lk(mutex);
+  streams.push_back(std::make_unique<StreamImpl>(this, static_cast<int>(streams.size()), prio));
+  return streams.back().get();
+}
+
+StreamImpl* ContextImpl::pick() {
+  const size_t n = streams.size();
+  for (auto prio : {RuntimeStreamPriority::HIGH, RuntimeStreamPriority::NORMAL}) {
+    for (size_t k = 0; k < n; ++k) {
+      StreamImpl* s = streams[(rr_ + k) % n].get();
+      if (s->priority == prio && !s->busy && !s->queue.empty()) {
+        rr_ = (rr_ + k + 1) % n;
+        return s;
+      }
+    }
+  }
+  return nullptr;
+}
+
+void ContextImpl::workerLoop() {
+  std::unique_lock<std::mutex> lk(mutex);
+  for (;;) {
+    StreamImpl* s = nullptr;
+    work_cv.wait(lk, [&] { return stop_ || (s = pick()) != nullptr; });
+    if (!s) return;  // stop_ and nothing to run
+    Op op = std::move(s->queue.front());
+    s->queue.pop_front();
+    s->busy = true;
+    lk.unlock();
+    std::exception_ptr err;
+    try {
+      if (op.run) op.run();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    try {
+      if (op.finish) op.finish();
+    } catch (...) {
+      if (!err) err = std::current_exception();
+    }
+    op = Op{};  // drop captured state (callbacks, snapshots) outside the lock
+    lk.lock();
+    s->busy = false;
+    ++s->completed;
+    if (err && !s->error) s->error = err;
+    done_cv.notify_all();
+    work_cv.notify_all();
+  }
+}
+
+uint64_t ContextImpl::enqueue(StreamImpl* s, Op op) {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lk(mutex);
+    s->queue.push_back(std::move(op));
+    seq = ++s->launched;
+  }
+  work_cv.notify_one();
+  return seq;
+}
+
+void ContextImpl::drain(StreamImpl* s, std::unique_lock<std::mutex>& lk) {
+  done_cv.wait(lk, [&] { return s->queue.empty() && !s->busy; });
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeStream
+// ---------------------------------------------------------------------------------------------
+
+uint64_t RuntimeStream::launchOperationHostCallback(HostCallbackParams* params) {
+  if (!params) throw std::invalid_argument("flex: launchOperationHostCallback: null params");
+  auto& ctx = *impl_->ctx;
+  uint64_t seq;
+  {
+    std::unique_lock<std::mutex> lk(ctx.mutex);
+    ctx.drain(impl_, lk);
+    impl_->busy = true;  // later operations on this stream wait for the callback
+    seq = ++impl_->launched;
+  }
+  auto done = [&] {
+    {
+      std::lock_guard<std::mutex> lk(ctx.mutex);
+      impl_->busy = false;
+      ++impl_->completed;
+    }
+    ctx.done_cv.notify_all();
+    ctx.work_cv.notify_all();
+  };
+  try {
+    if (params->callback) params->callback(params->user_data);
+  } catch (...) {
+    done();
+    throw;
+  }
+  done();
+  return seq;
+}
+
+bool RuntimeStream::query() {
+  std::lock_guard<std::mutex> lk(impl_->ctx->mutex);
+  return impl_->queue.empty() && !impl_->busy;
+}
+
+void RuntimeStream::synchronize() {
+  std::exception_ptr err;
+  {
+    std::unique_lock<std::mutex> lk(impl_->ctx->mutex);
+    impl_->ctx->drain(impl_, lk);
+    std::swap(err, impl_->error);
+  }
+  if (err) std::rethrow_exception(err);
+}
+
+bool RuntimeStream::needsShutdown() const {
+  std::lock_guard<std::mutex> lk(impl_->ctx->mutex);
+  return impl_->shutdown;
+}
+
+int RuntimeStream::id() const { return impl_->id; }
+RuntimeStreamPriority RuntimeStream::priority() const { return impl_->priority; }
+uint64_t RuntimeStream::completedOperations() const {
+  std::lock_guard<std::mutex> lk(impl_->ctx->mutex);
+  return impl_->completed;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RuntimeContext
+// ---------------------------------------------------------------------------------------------
+
+RuntimeContext::RuntimeContext(std::unique_ptr<detail::ContextImpl> impl) : impl_(std::move(impl)) {}
+RuntimeContext::~RuntimeContext() = default;
+
+std::shared_ptr<FlexAllocator> RuntimeContext::getAllocator() { return impl_->allocator; }
+RuntimeStream* RuntimeContext::getDefaultStream() { return &impl_->default_stream->handle; }
+RuntimeStream* RuntimeContext::createStream(RuntimeStreamPriority priority) {
+  return &impl_->createStream(priority)->handle;
+}
+bool RuntimeContext::hasStreamError() const {
+  std::lock_guard<std::mutex> lk(impl_->mutex);
+  return std::any_of(impl_->streams.begin(), impl_->streams.end(),
+                     [](const auto& s) { return s->shutdown; });
+}
+int RuntimeContext::getDeviceId() const { return impl_->device_id; }
+
+// ---------------------------------------------------------------------------------------------
+// Devices and the process runtime
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+std::optional<long long> env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  long long x = std::strtoll(v, &end, 10);
+  while (end && std::isspace(static_cast<unsigned char>(*end))) ++end;
+  if (end == v || (end && *end)) return std::nullopt;
+  return x;
+}
+
+std::string trim(std::string s) {
+  auto b = s.find_first_not_of(" \t\r\n");
+  auto e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+std::mutex g_runtime_mutex;
+std::shared_ptr<RuntimeContext>& process_runtime() {
+  // Never destroyed: tensors may outlive static destruction at interpreter exit.
+  static auto* rt = new std::shared_ptr<RuntimeContext>();
+  return *rt;
+}
+
+}  // namespace
+
+size_t getNumDevices() {
+  const long long total = std::max<long long>(1, env_int("VSPYRE_NUM_DEVICES").value_or(2));
+  std::string mode = "PF";
+  if (const char* d = std::getenv("FLEX_DEVICE"); d && *d) mode = trim(d);
+  std::transform(mode.begin(), mode.end(), mode.begin(), ::toupper);
+  const auto aiu = env_int("AIU_WORLD_SIZE");
+  if (mode == "MOCK") {
+    const long long n = aiu.value_or(1);
+    if (n < 1) throw std::runtime_error("flex: FLEX_DEVICE=MOCK requires AIU_WORLD_SIZE >= 1");
+    return static_cast<size_t>(n);
+  }
+  if (mode != "PF" && mode != "VF")
+    throw std::runtime_error("flex: unknown FLEX_DEVICE '" + mode + "' (expected PF, VF or MOCK)");
+  long long n = total;
+  if (aiu && *aiu >= 1) n = std::min(n, *aiu);
+  if (const char* list = std::getenv("SPYRE_DEVICES"); list && *trim(list).c_str()) {
+    std::set<long long> ids;
+    std::stringstream ss(list);
+    std::string tok;
+    while (std::getline(ss, tok, ',')) {
+      tok = trim(tok);
+      if (tok.empty()) continue;
+      char* end = nullptr;
+      long long id = std::strtoll(tok.c_str(), &end, 10);
+      if (end == tok.c_str() || *end) continue;  // not a number
+      if (id >= 0 && id < total) ids.insert(id);
+    }
+    n = std::min<long long>(n, static_cast<long long>(ids.size()));
+  }
+  return static_cast<size_t>(n);
+}
+
+std::shared_ptr<RuntimeContext> getFlexRuntimeContext() {
+  std::lock_guard<std::mutex> lk(g_runtime_mutex);
+  auto& rt = process_runtime();
+  if (!rt) rt = vspyre::shim::createRuntimeContext(vspyre::shim::optionsFromEnvironment());
+  return rt;
+}
+
+RuntimeStatus initializeRuntime(std::shared_ptr<RuntimeContext>* out, int logical_device_id) {
+  if (!out) return {1, "initializeRuntime: null output pointer"};
+  *out = nullptr;
+  size_t n = 0;
+  try {
+    n = getNumDevices();
+  } catch (const std::exception& e) {
+    return {2, e.what()};
+  }
+  if (logical_device_id < 0 || static_cast<size_t>(logical_device_id) >= n)
+    return {3, "initializeRuntime: logical device " + std::to_string(logical_device_id) +
+                   " out of range (" + std::to_string(n) + " visible devices)"};
+  auto rt = getFlexRuntimeContext();
+  rt->impl().device_id = logical_device_id;
+  *out = rt;
+  return {0, "vspyre virtual Spyre device " + std::to_string(logical_device_id)};
+}
+
+}  // namespace flex
+
+namespace vspyre::shim {
+
+ContextOptions optionsFromEnvironment() {
+  ContextOptions o;
+  for (const char* name : {"FLEX_MOCK_DEVICE_MEMORY_SIZE", "VSPYRE_DEVICE_MEMORY_BYTES"}) {
+    if (const char* v = std::getenv(name); v && *v) {
+      char* end = nullptr;
+      unsigned long long x = std::strtoull(v, &end, 10);
+      if (end != v && x > 0) {
+        switch (end ? std::toupper(static_cast<unsigned char>(*end)) : 0) {
+          case 'K': x <<= 10; break;
+          case 'M': x <<= 20; break;
+          case 'G': x <<= 30; break;
+          default: break;
+        }
+        o.capacity_bytes = x;
+      }
+    }
+  }
+  if (const char* v = std::getenv("VSPYRE_SHIM_WORKERS"); v && *v)
+    o.workers = std::clamp(std::atoi(v), 1, 64);
+  return o;
+}
+
+std::shared_ptr<flex::RuntimeContext> createRuntimeContext(const ContextOptions& opts) {
+  return std::make_shared<flex::RuntimeContext>(std::make_unique<flex::detail::ContextImpl>(opts));
+}
+
+}  // namespace vspyre::shim
