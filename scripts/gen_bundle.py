@@ -851,10 +851,10 @@ PRESETS = OrderedDict([
     ("add_2048x1024_c32", ("binary", {
         "op": "add", "shape": [2048, 1024], "split": "mb=32"},
         "measured.md section 6a (hbm_ops log), row `add`, column [2048,1024]: 106.80 us.")),
-    ("mean_512x1024_c32", ("reduce", {
-        "op": "mean", "shape": [512, 1024], "dim": 1, "split": "mb=32"},
+    ("mean_1024x2048_c32", ("reduce", {
+        "op": "mean", "shape": [1024, 2048], "dim": 1, "split": "mb=32"},
         "No measured.md row; the structure of the real spyrecli mean_keepdim kernel "
-        "(a.mean(-1, keepdim=True), 32 cores, scaling_factor 1/1024 = 0x2A00).")),
+        "(a.mean(-1, keepdim=True), 32 cores) at a larger shape, scaling_factor 1/2048.")),
 ])
 
 
