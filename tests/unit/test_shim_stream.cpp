@@ -250,11 +250,11 @@ TEST_CASE("shim: Compute on the sparse backend reports a deferred not-wired erro
   CHECK(has(error_of([&] { s->synchronize(); }), "not wired"));
 }
 
-TEST_CASE("shim: stress 8 threads by 4 streams by 500 ops completes every op once and in order") {
+TEST_CASE("shim: stress 8 threads by 16 streams by 2000 ops completes every op once and in order") {
   auto ctx = make_context();
   auto alloc = ctx->getAllocator();
-  static constexpr int kThreads = 8, kStreams = 4, kOps = 500;
-  // Per-thread private streams plus four streams shared by all threads.
+  static constexpr int kThreads = 8, kStreams = 16, kOps = 2000;
+  // Per-thread private streams plus sixteen streams shared by all threads.
   std::vector<flex::RuntimeStream*> shared;
   for (int i = 0; i < kStreams; ++i)
     shared.push_back(ctx->createStream(i % 2 ? flex::RuntimeStreamPriority::HIGH : flex::RuntimeStreamPriority::NORMAL));
