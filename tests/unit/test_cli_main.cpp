@@ -2,6 +2,7 @@
 // and exit codes (0 ok, 1 bad input with one clear stderr line, 2 internal error). Runs the real
 // binary ($VSPYRE_BIN) with stdout and stderr captured separately.
 #include "catch.h"
+#include "test_files.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,12 +37,7 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using vspyre::testing::slurp;
 
 // Under AddressSanitizer, SystemC's user-level threads make ASan print a three-line notice on
 // the first exception thrown after the kernel has switched stacks (google/sanitizers#189). It is
@@ -64,24 +60,7 @@ size_t lines(const std::string& s) {
   return n;
 }
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static std::atomic<int> n{0};
-    dir = fs::temp_directory_path() / ("vspyre_cli_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string write(const std::string& rel, const std::string& text) const {
-    const fs::path p = dir / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-    return p.string();
-  }
-};
+using vspyre::testing::TempDir;
 
 struct Result {
   int code = -1;

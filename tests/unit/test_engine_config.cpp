@@ -1,5 +1,6 @@
 // The configuration tree: YAML with locations, include:, -p overrides, resolved YAML output.
 #include "catch.h"
+#include "test_files.h"
 
 #include <unistd.h>
 
@@ -20,26 +21,7 @@ namespace {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// A scratch directory removed on destruction.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static std::atomic<int> n{0};
-    dir = fs::temp_directory_path() /
-          ("vspyre_engine_config_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string write(const std::string& rel, const std::string& text) const {
-    const fs::path p = dir / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-    return p.string();
-  }
-};
+using vspyre::testing::TempDir;
 
 // The message of the InputError `f` throws; fails the test when it throws nothing.
 std::string error_of(const std::function<void()>& f) {

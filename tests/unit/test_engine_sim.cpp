@@ -3,6 +3,7 @@
 // SystemC elaborates once per process, so each test case here builds at most one Simulation
 // (ctest runs every case as its own process); no SECTIONs or GENERATEs.
 #include "catch.h"
+#include "test_files.h"
 
 #include <unistd.h>
 
@@ -34,25 +35,7 @@ std::string config_path(const std::string& rel) {
   return (fs::path(VSPYRE_SOURCE_DIR) / "configs" / rel).string();
 }
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static std::atomic<int> n{0};
-    dir = fs::temp_directory_path() /
-          ("vspyre_engine_sim_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string write(const std::string& rel, const std::string& text) const {
-    const fs::path p = dir / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-    return p.string();
-  }
-};
+using vspyre::testing::TempDir;
 
 ConfigNode resolve(const std::string& file, std::vector<std::string> overrides = {}) {
   SimOptions o;

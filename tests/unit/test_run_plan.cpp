@@ -2,6 +2,7 @@
 // `vspyre run` command. Uses the real spyrecli_* kernels from the shared data folder (assembled
 // into temp dirs; skipped when the folder is absent) and the generated fixtures when present.
 #include "catch.h"
+#include "test_files.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,18 +37,7 @@ const fs::path k_fixtures = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" /
     return;                                                            \
   }
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static std::atomic<int> n{0};
-    dir = fs::temp_directory_path() / ("vspyre_run_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
+using vspyre::testing::TempDir;
 
 // bundle.mlir + sdsc_N.json from the shared spyrecli_<kernel>_* files.
 struct TempBundle : TempDir {
@@ -84,12 +74,7 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using vspyre::testing::slurp;
 
 struct CliResult {
   int code = -1;
