@@ -219,17 +219,6 @@ inline int64_t to_int(T x, int64_t lo, int64_t hi) {
   return int64_t(r);
 }
 
-bool is_int(DataFormat f) {
-  switch (f) {
-    case DataFormat::SENINT2: case DataFormat::SENINT4: case DataFormat::SENINT8:
-    case DataFormat::SENINT16: case DataFormat::SENINT24: case DataFormat::IEEE_INT32:
-    case DataFormat::IEEE_INT64: case DataFormat::SENUINT32: case DataFormat::SENUINT2:
-    case DataFormat::BOOL:
-      return true;
-    default:
-      return false;
-  }
-}
 
 // Formats whose every value is exactly a float; the others go through double.
 bool exact_in_float(DataFormat f) {
@@ -594,15 +583,15 @@ uint16_t bf16_from_double(double x) { return uint16_t(encode<Bf16>(x, false, fal
 float bf16_to_float(uint16_t c) { return std::bit_cast<float>(uint32_t(c) << 16); }
 
 int64_t int_min(DataFormat f) {
-  if (!is_int(f)) bad_format(f, "int_min");
+  if (!is_integer(f)) bad_format(f, "int_min");
   return int_range(f).lo;
 }
 int64_t int_max(DataFormat f) {
-  if (!is_int(f)) bad_format(f, "int_max");
+  if (!is_integer(f)) bad_format(f, "int_max");
   return int_range(f).hi;
 }
 int64_t int_from_double(double x, DataFormat f) {
-  if (!is_int(f)) bad_format(f, "int_from_double");
+  if (!is_integer(f)) bad_format(f, "int_from_double");
   if (f == DataFormat::BOOL) return x != 0.0 ? 1 : 0;
   const IntRange rg = int_range(f);
   return to_int(x, rg.lo, rg.hi);
@@ -777,6 +766,18 @@ bool dci_pair_supported(DataFormat from, DataFormat to) {
   for (const Pair& p : pairs)
     if (p.from == from && p.to == to) return true;
   return false;
+}
+
+bool is_integer(DataFormat f) {
+  switch (f) {
+    case DataFormat::SENINT2: case DataFormat::SENINT4: case DataFormat::SENINT8:
+    case DataFormat::SENINT16: case DataFormat::SENINT24: case DataFormat::IEEE_INT32:
+    case DataFormat::IEEE_INT64: case DataFormat::SENUINT32: case DataFormat::SENUINT2:
+    case DataFormat::BOOL:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace vspyre::fmt

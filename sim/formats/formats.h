@@ -62,6 +62,8 @@ std::string_view name(DataFormat f);
 // Bits one element occupies in memory (container size: 16 for SEN153_FP9, 32 for SENINT24);
 // 0 for INVALID.
 int bits_per_element(DataFormat f);
+// Integer formats (signed, unsigned and BOOL), the ones int_min/int_max/int_from_double accept.
+bool is_integer(DataFormat f);
 // Elements in one 128-byte stick; 0 when the format has no stick geometry (INVALID, SEN18F_FP24).
 int64_t elements_per_stick(DataFormat f);
 // True when convert()/load_element()/store_element() handle the format.

@@ -98,17 +98,7 @@ Attrs& Attrs::set(std::string_view name, double value) {
   return *this;
 }
 
-bool is_integer_format(DataFormat f) {
-  switch (f) {
-    case DataFormat::SENINT2: case DataFormat::SENINT4: case DataFormat::SENINT8:
-    case DataFormat::SENINT16: case DataFormat::SENINT24: case DataFormat::IEEE_INT64:
-    case DataFormat::IEEE_INT32: case DataFormat::SENUINT32: case DataFormat::SENUINT2:
-    case DataFormat::BOOL:
-      return true;
-    default:
-      return false;
-  }
-}
+bool is_integer_format(DataFormat f) { return fmt::is_integer(f); }
 
 namespace {
 
