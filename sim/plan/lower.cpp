@@ -316,10 +316,6 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   auto need = [&]() {
     Need n;
     for (const auto& t : ts) {
-      if (!t.is_input && !t.is_output && !t.hbm) {
-        // An LX tensor the op does not touch still holds its space.
-        n.resident += block_bytes(t) * 0;
-      }
       if (t.alloc < 0) continue;
       if (!t.hbm) {
         continue;  // LX-resident tensors: counted once below, by the LX ranges they occupy
