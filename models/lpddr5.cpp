@@ -46,11 +46,16 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_t.t_wl = ns("t_wl", "9ns", "write latency, command to first data");
   m_t.t_wtr = ns("t_wtr", "12ns", "end of write data to read command");
   m_t.t_rtw = ns("t_rtw", "10ns", "read to write bus turnaround");
+  m_t.t_wr = ns("t_wr", "34ns", "write recovery: end of write data to precharge of that row");
   m_t.t_rfc = ns("t_rfc", "280ns", "all-bank refresh cycle time");
   m_t.t_refi = ns("t_refi", "3906ns", "average refresh interval");
   m_t.t_hide = ns("t_hide", "25ns", "part of a row miss (precharge + activate) the controller overlaps with other transfers");
   m_t.t_frontend = ns("t_frontend", "60ns", "memory controller plus on-chip network latency, each way");
-  m_t.bin = ns("bin", "100ns", "length of one bin of the bus calendar (model resolution)");
+  // A bin is also the window over which reads and writes sharing a channel are counted as mixed
+  // (turnarounds): 1 us is about the depth of the controller's queues when 32 cores stream (each
+  // keeps `outstanding` requests in flight), so traffic that alternates direction every few
+  // hundred ns is charged its turnarounds, as a real controller serving both queues would be.
+  m_t.bin = ns("bin", "1us", "length of one bin of the bus calendar (model resolution, mixing window)");
   m_t.history = ns("history", "50us", "how long the bus calendar keeps past bins (>> sim.quantum)");
   m_t.coalesce_window = ns("coalesce_window", "2us",
                            "identical reads arriving within this window are served once (0 = never)");
@@ -156,7 +161,7 @@ double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, boo
     // result does not depend on the bin length.
     const double pairs = std::min(mine + moved, other) / static_cast<double>(m_t.write_batch);
     double extra = 0;
-    if (pairs > b.pairs) extra = (pairs - b.pairs) * (m_t.t_wtr + m_t.t_rtw);
+    if (pairs > b.pairs) extra = (pairs - b.pairs) * turnaround_pair_ps(m_t);
     if (take + extra > usable) {
       // Not all of it fits: move what fits, pay the turnaround here, continue in the next bin.
       take = std::max(0.0, usable - extra);
@@ -198,15 +203,17 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
     const double epoch = std::floor((t - ch.refresh_offset) / m_t.t_refi);
     const bool hit = bank.open_row == row && bank.last_refresh_epoch == epoch;
     const double data = static_cast<double>(in_row) * m_t.ps_per_byte;
-    // A miss occupies the bus for the part of precharge + activate the controller cannot hide.
-    const double exposed =
-        hit ? 0.0 : std::max(0.0, (bank.open_row >= 0 ? m_t.t_rp : 0.0) + m_t.t_rcd - m_t.t_hide);
+    // A miss occupies the bus for the part of precharge + activate the controller cannot hide;
+    // closing a row that was last written first waits out the write recovery time.
+    const double close = bank.open_row >= 0 ? m_t.t_rp + (bank.written ? m_t.t_wr : 0.0) : 0.0;
+    const double exposed = hit ? 0.0 : std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
     const double ready = t + cas + (hit ? 0.0 : m_t.t_rcd);
     const double end = place(ch, ready, data + exposed, in_row, is_write);
     if (hit) ++m_row_hits;
     else ++m_row_misses;
     bank.open_row = row;
     bank.last_refresh_epoch = epoch;
+    bank.written = is_write || (hit && bank.written);
     *(is_write ? ch.bytes_written : ch.bytes_read) += static_cast<double>(in_row);
     if (tracing()) trace()->complete(ch.track, is_write ? "wr" : "rd", end - data - exposed, data + exposed);
     done = std::max(done, end);

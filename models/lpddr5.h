@@ -29,6 +29,7 @@ struct Lpddr5Timing {
   bool bank_xor = true;
   double ps_per_byte = 0;       // data bus, per channel
   double t_rcd = 0, t_rp = 0, t_rl = 0, t_wl = 0, t_wtr = 0, t_rtw = 0, t_rfc = 0, t_refi = 0;
+  double t_wr = 0;              // write recovery: last write data to precharge of that row
   double t_hide = 0;            // part of a row miss the controller overlaps with other transfers
   double t_frontend = 0;        // controller and on-chip network, each way
   uint64_t write_batch = 512;   // bytes per channel the controller drains per write burst
@@ -36,6 +37,11 @@ struct Lpddr5Timing {
   double history = 0;           // how long the calendar keeps past bins
   double coalesce_window = 0;   // identical reads within this window are served once
 };
+
+// Data-bus time lost to one write->read plus one read->write switch. After the last write data
+// the read command waits t_wtr and its data appears t_rl later: the bus idles t_wtr + t_rl.
+// The read->write switch idles the bus for t_rtw.
+inline double turnaround_pair_ps(const Lpddr5Timing& t) { return t.t_wtr + t.t_rl + t.t_rtw; }
 
 class Lpddr5 : public Component {
  public:
@@ -57,7 +63,11 @@ class Lpddr5 : public Component {
 
  private:
   static constexpr uint64_t kPageBytes = 64 * 1024;
-  struct Bank { int64_t open_row = -1; double last_refresh_epoch = -1; };
+  struct Bank {
+    int64_t open_row = -1;
+    double last_refresh_epoch = -1;
+    bool written = false;  // the open row was last written: closing it waits t_wr first
+  };
   struct Bin {
     double free = 0;   // bus time still free
     double rd = 0, wr = 0;  // bytes each way
