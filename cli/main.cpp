@@ -1,7 +1,10 @@
 // The `vspyre` command. Exit codes: 0 success, 1 bad input (one clear line on stderr), 2 internal error.
 #include <cerrno>
 #include <climits>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
@@ -23,6 +26,9 @@
 #include "sim/engine/log.h"
 #include "sim/engine/simulation.h"
 #include "sim/bundle/bundle.h"
+#include "sim/exec/exec.h"
+#include "sim/exec/npy.h"
+#include "sim/exec/reference.h"
 #include "sim/plan/lower.h"
 
 namespace vspyre {
@@ -34,7 +40,7 @@ const char* kUsage =
     "commands:\n"
     "  describe   list every component type and parameter (unit, default, provenance, description)\n"
     "  probe      the card's own bandwidth and throughput tests: memory | ring | pcie | pt\n"
-    "  run        time a compiled kernel bundle (bundle.mlir + sdsc_*.json) on the card\n"
+    "  run        run a compiled kernel bundle (bundle.mlir + sdsc_*.json) on the card: time and data\n"
     "  sweep      a what-if sweep (configs/sweeps/*.yaml): many cards x plans -> CSV + plots\n"
     "  validate   predicted against measured Spyre kernel times (bench/validation/measured.yaml)\n"
     "\n"
@@ -61,18 +67,32 @@ const char* kProbeHelp =
 
 const char* kRunHelp =
     "usage: vspyre run BUNDLE_DIR [--config FILE] [-p key.path=value ...] [--out DIR] [--json]\n"
-    "                  [--trace FILE] [--dump-plan FILE] [--no-data] [--debug FLAGS]\n"
+    "                  [--trace FILE] [--dump-plan FILE] [--no-data] [--seed N]\n"
+    "                  [--input NAME=FILE.npy ...] [--debug FLAGS]\n"
     "\n"
     "Loads the bundle (BUNDLE_DIR/bundle.mlir and the sdsc_*.json files it names), lowers it to a\n"
     "per-core plan (DMA in, compute on PT or SFP, DMA out, ring combines, one launch cost) and runs\n"
     "that plan on the card. Prints the kernel time, per-core PT/SFP utilisation, bytes per level\n"
     "(LPDDR5 read/write, LX, ring) and the bottleneck.\n"
     "\n"
-    "  --json            one JSON object: kernel_time_us, cores_used, per_core, bytes, bottleneck, ...\n"
-    "  --out DIR         write stats.json, trace.json and config.resolved.yaml into DIR\n"
+    "With data on (the default) it also computes the kernel: every kernel input gets values, in its\n"
+    "device format at its argument's address; every SDSC op is computed in the device formats\n"
+    "(sim/exec, vspyre::ops) and its outputs are written in the SDSC's stick layout. Each output is\n"
+    "checked against a double-precision host reference (elementwise, reductions, matmul, copies;\n"
+    "large matmuls on a sample of elements): max abs/rel error and PASS/FAIL against depth x the\n"
+    "format's rounding unit, where depth is the number of device roundings on the path.\n"
+    "\n"
+    "  --json            one JSON object: kernel_time_us, cores_used, per_core, bytes, bottleneck,\n"
+    "                    data {seed, host_seconds, tensors [{arg, role, shape, check}], all_pass}\n"
+    "  --out DIR         write stats.json, trace.json and config.resolved.yaml into DIR; with data,\n"
+    "                    also arg<i>_input.npy / arg<i>_output.npy (host order, fp32)\n"
     "  --trace FILE      write a Chrome trace of every engine\n"
     "  --dump-plan FILE  write the lowered plan in protobuf text format\n"
-    "  --no-data         timing only (numerics are not run by this command yet)\n"
+    "  --no-data         timing only\n"
+    "  --seed N          inputs are pseudo-random, uniform in [-1, 1), from this seed (default 1);\n"
+    "                    the same seed gives bit-identical outputs\n"
+    "  --input NAME=FILE.npy  values of kernel input NAME (arg<i> or i) from a float16/32/64 .npy\n"
+    "                    of the input's logical shape\n"
     "\n"
     "Arguments get distinct device addresses; dimension arguments take their max_value.\n";
 
@@ -85,6 +105,8 @@ struct Args {
   bool help = false;
   std::string out_dir, trace_file, debug, dump_plan;
   bool no_data = false;
+  uint64_t seed = 1;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
 };
 
 Args parse_args(int argc, char** argv) {
@@ -108,6 +130,15 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--debug") a.debug = need("a comma-separated list of debug flags");
     else if (s == "--dump-plan") a.dump_plan = need("a file name");
     else if (s == "--no-data") a.no_data = true;
+    else if (s == "--seed") {
+      const std::string v = need("an unsigned integer");
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || v[0] == '-' || *end != '\0' || errno == ERANGE)
+        throw InputError("--seed: expected an unsigned integer, got '" + v + "'");
+      a.seed = x;
+    } else if (s == "--input") a.inputs.push_back(need("NAME=FILE.npy"));
     else if (!s.empty() && s[0] == '-') throw InputError("unknown option '" + s + "' (see --help)");
     else if (a.command.empty()) a.command = s;
     else a.positional.push_back(s);
@@ -225,6 +256,177 @@ int cmd_probe(Args a) {
   return 0;
 }
 
+// ---- vspyre run, data on --------------------------------------------------------------------
+
+// Deterministic inputs: splitmix64 over (seed, argument, element), uniform in [-1, 1).
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::vector<float> random_values(uint64_t seed, size_t arg, size_t n) {
+  std::vector<float> v(n);
+  const uint64_t s = splitmix64(seed ^ splitmix64(0x5eed0000ull + arg));
+  for (size_t i = 0; i < n; ++i) v[i] = float(double(splitmix64(s + i) >> 11) * 0x1.0p-52 - 1.0);
+  return v;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? "," : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
+                        const std::vector<bundle::ResolvedExecution>& resolved,
+                        const bundle::Bindings& bindings, const bundle::CardLimits& limits) {
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    exec::SparseMemory mem;
+    const auto kts = exec::kernel_tensors(lb, resolved, bindings);
+    // --input NAME=FILE.npy
+    std::map<size_t, std::string> given;
+    for (const auto& spec : a.inputs) {
+      const auto eq = spec.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+        throw InputError("--input: expected NAME=FILE.npy, got '" + spec + "'");
+      std::string name = spec.substr(0, eq);
+      if (name.rfind("arg", 0) == 0) name = name.substr(3);
+      char* end = nullptr;
+      const unsigned long idx = std::strtoul(name.c_str(), &end, 10);
+      bool ok = !name.empty() && *end == '\0';
+      const exec::KernelTensor* kt = nullptr;
+      for (const auto& k : kts)
+        if (ok && k.arg_index == idx && k.read_first) kt = &k;
+      if (!kt) {
+        std::string names;
+        for (const auto& k : kts)
+          if (k.read_first) names += (names.empty() ? "" : ", ") + ("arg" + std::to_string(k.arg_index));
+        throw InputError("--input: '" + spec.substr(0, eq) + "' is not a kernel input (inputs: " +
+                         names + ")");
+      }
+      given[idx] = spec.substr(eq + 1);
+    }
+    nlohmann::json tensors = nlohmann::json::array();
+    std::map<size_t, nlohmann::json> entry;
+    for (const auto& kt : kts) {
+      nlohmann::json e{{"arg", kt.arg_index},
+                       {"name", lb.bundle.args[kt.arg_index].name},
+                       {"role", kt.read_first ? (kt.written ? "inout" : "input") : "output"},
+                       {"dims", kt.info.dims},
+                       {"shape", kt.info.size},
+                       {"format", std::string(fmt::name(kt.info.format))},
+                       {"address", kt.info.base}};
+      if (kt.read_first) {
+        std::vector<float> v;
+        if (auto g = given.find(kt.arg_index); g != given.end()) {
+          exec::NpyArray arr = exec::read_npy(g->second);
+          if (arr.values.size() != size_t(kt.info.numel()))
+            throw InputError("--input " + g->second + ": shape " + shape_text(arr.shape) +
+                             " does not match arg" + std::to_string(kt.arg_index) + "'s " +
+                             shape_text(kt.info.size));
+          v = std::move(arr.values);
+          e["source"] = g->second;
+        } else {
+          v = random_values(a.seed, kt.arg_index, size_t(kt.info.numel()));
+          e["source"] = "random";
+        }
+        exec::write_tensor(mem, kt.info, v);
+        if (!a.out_dir.empty())
+          exec::write_npy(std::filesystem::path(a.out_dir) / ("arg" + std::to_string(kt.arg_index) + "_input.npy"),
+                          exec::read_tensor(mem, kt.info), kt.info.size);
+      }
+      entry[kt.arg_index] = e;
+    }
+    const auto ref = exec::reference(resolved, kts, mem);
+    exec::ExecOptions opt;
+    opt.lx_bytes = limits.lx_bytes;
+    const exec::ExecStats st = exec::run(lb, resolved, mem, opt);
+    bool all_pass = true;
+    int checked = 0;
+    for (const auto& kt : kts) {
+      auto& e = entry[kt.arg_index];
+      if (!kt.written) continue;
+      const auto out = exec::read_tensor(mem, kt.info);
+      if (!a.out_dir.empty())
+        exec::write_npy(std::filesystem::path(a.out_dir) / ("arg" + std::to_string(kt.arg_index) + "_output.npy"),
+                        out, kt.info.size);
+      if (auto it = ref.outputs.find(kt.arg_index); it != ref.outputs.end()) {
+        const exec::Comparison c = exec::compare(out, it->second);
+        auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+        e["check"] = {{"compared", c.compared},
+                      {"max_abs_err", num(c.max_abs)},
+                      {"max_rel_err", num(c.max_rel)},
+                      {"norm_err", num(c.norm_err)},
+                      {"tolerance", c.tolerance},
+                      {"roundings", it->second.depth},
+                      {"sampled", !it->second.have.empty()},
+                      {"result", c.pass ? "PASS" : "FAIL"}};
+        all_pass = all_pass && c.pass;
+        ++checked;
+      } else {
+        auto u = ref.unavailable.find(kt.arg_index);
+        e["check"] = {{"result", "not checked"},
+                      {"why", u != ref.unavailable.end() ? u->second : "no reference"}};
+      }
+    }
+    for (auto& [_, e] : entry) tensors.push_back(e);
+    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return {{"seed", a.seed},
+            {"tensors", tensors},
+            {"checked", checked},
+            {"all_pass", checked > 0 && all_pass},
+            {"executions", st.executions},
+            {"ops", st.ops},
+            {"elements", st.elements},
+            {"macs", st.macs},
+            {"hbm_bytes_read", st.bytes_read},
+            {"hbm_bytes_written", st.bytes_written},
+            {"exec_seconds", st.seconds},
+            {"compute_seconds", st.compute_seconds},
+            {"host_seconds", total}};
+  } catch (const exec::ExecError& e) {
+    throw InputError(e.what());
+  }
+}
+
+std::string format_data(const nlohmann::json& d) {
+  std::string s;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "data: seed %llu, %llu ops, %.3g elements, %.3g MAC, host %.3f s (ops %.3f s)\n",
+                (unsigned long long)d["seed"].get<uint64_t>(), (unsigned long long)d["ops"].get<uint64_t>(),
+                double(d["elements"].get<uint64_t>()), double(d["macs"].get<uint64_t>()),
+                d["host_seconds"].get<double>(), d["compute_seconds"].get<double>());
+  s += buf;
+  for (const auto& t : d["tensors"]) {
+    std::string shape = "[";
+    for (size_t i = 0; i < t["shape"].size(); ++i) shape += (i ? "," : "") + std::to_string(t["shape"][i].get<int64_t>());
+    shape += "]";
+    std::snprintf(buf, sizeof buf, "  arg%-2zu %-6s %-14s %-12s", t["arg"].get<size_t>(), t["role"].get<std::string>().c_str(),
+                  shape.c_str(), t["format"].get<std::string>().c_str());
+    s += buf;
+    if (t.contains("check")) {
+      const auto& c = t["check"];
+      if (c.contains("compared")) {
+        auto g = [&](const char* k) { return c[k].is_null() ? INFINITY : c[k].get<double>(); };
+        std::snprintf(buf, sizeof buf, " vs double reference%s: max abs %.3g, max rel %.3g, err %.3g <= tol %.3g (%d roundings): %s",
+                      c["sampled"].get<bool>() ? " (sampled)" : "", g("max_abs_err"), g("max_rel_err"), g("norm_err"),
+                      c["tolerance"].get<double>(), c["roundings"].get<int>(), c["result"].get<std::string>().c_str());
+        s += buf;
+      } else {
+        s += " not checked: " + c["why"].get<std::string>();
+      }
+    } else if (t.contains("source")) {
+      s += " " + t["source"].get<std::string>();
+    }
+    s += "\n";
+  }
+  s += std::string("data check: ") + (d["all_pass"].get<bool>() ? "PASS" : "FAIL") + "\n";
+  return s;
+}
+
 int cmd_run(Args a) {
   if (a.help) {
     std::fputs(kRunHelp, stdout);
@@ -242,9 +444,13 @@ int cmd_run(Args a) {
     limits.lx_reserved = card.core(0).lx_size() - card.core(0).lx_usable();
   }
   plan::Plan p;
+  bundle::LoadedBundle lb;
+  bundle::Bindings bindings;
+  std::vector<bundle::ResolvedExecution> resolved;
   try {
-    const bundle::LoadedBundle lb = bundle::load_bundle(a.positional[0], limits);
-    const auto resolved = bundle::resolve(lb, plan::default_bindings(lb), limits);
+    lb = bundle::load_bundle(a.positional[0], limits);
+    bindings = plan::default_bindings(lb);
+    resolved = bundle::resolve(lb, bindings, limits);
     p = plan::lower(lb, resolved, params);
   } catch (const bundle::LoadError& e) {
     throw InputError(e.what());
@@ -256,9 +462,16 @@ int cmd_run(Args a) {
     out << plan::to_text(p);
     if (!out) throw InputError("--dump-plan: cannot write '" + a.dump_plan + "'");
   }
-  if (!a.no_data) std::fputs("vspyre: note: data is not simulated yet; running timing only (as with --no-data)\n", stderr);
+  nlohmann::json data;
+  if (!a.no_data) {
+    if (!a.out_dir.empty()) std::filesystem::create_directories(a.out_dir);
+    data = run_data(a, lb, resolved, bindings, limits);
+  } else if (!a.inputs.empty()) {
+    throw InputError("--input needs data on (drop --no-data)");
+  }
   const PlanResult r = run_plan(card, p);
   nlohmann::json j = r.to_json();
+  if (!a.no_data) j["data"] = data;
   j["bundle"] = a.positional[0];
   j["config"] = a.sim.config_file;
   if (!a.out_dir.empty()) sim.write_outputs(a.out_dir, {{"run", j}});
@@ -267,6 +480,7 @@ int cmd_run(Args a) {
   else {
     std::cout << "run " << a.positional[0] << " on " << a.sim.config_file << "\n";
     std::cout << format_result(r);
+    if (!a.no_data) std::cout << format_data(data);
   }
   return 0;
 }

@@ -1,0 +1,342 @@
+// The functional executor: SDSC tensors <-> device memory, ops through vspyre::ops.
+#include "sim/exec/exec.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "sim/exec/layout.h"
+#include "sim/ops/ops.h"
+
+namespace vspyre::exec {
+
+// ---------------------------------------------------------------------------------------------
+// SparseMemory
+// ---------------------------------------------------------------------------------------------
+void SparseMemory::read(uint64_t addr, void* dst, size_t n) {
+  auto* out = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    const uint64_t page = addr / k_page_bytes, off = addr % k_page_bytes;
+    const size_t chunk = size_t(std::min<uint64_t>(n, k_page_bytes - off));
+    auto it = pages_.find(page);
+    if (it == pages_.end())
+      std::memset(out, 0, chunk);
+    else
+      std::memcpy(out, it->second.get() + off, chunk);
+    out += chunk;
+    addr += chunk;
+    n -= chunk;
+  }
+}
+
+void SparseMemory::write(uint64_t addr, const void* src, size_t n) {
+  const auto* in = static_cast<const uint8_t*>(src);
+  while (n > 0) {
+    const uint64_t page = addr / k_page_bytes, off = addr % k_page_bytes;
+    const size_t chunk = size_t(std::min<uint64_t>(n, k_page_bytes - off));
+    auto& p = pages_[page];
+    if (!p) {
+      p = std::make_unique<uint8_t[]>(k_page_bytes);
+      std::memset(p.get(), 0, k_page_bytes);
+    }
+    std::memcpy(p.get() + off, in, chunk);
+    in += chunk;
+    addr += chunk;
+    n -= chunk;
+  }
+}
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t s : size) n *= s;
+  return n;
+}
+
+fmt::DataFormat to_fmt(bundle::DataFormat f) {
+  auto r = fmt::data_format_from_name(bundle::to_string(f));
+  return r ? *r : fmt::DataFormat::INVALID;
+}
+
+TensorInfo describe_tensor(const bundle::ResolvedExecution& r, uint32_t lds_idx) {
+  return detail::map_tensor(r, lds_idx).info;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole-tensor HBM access
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+void need_hbm(const TensorInfo& info, const char* what) {
+  if (info.placement != bundle::Placement::hbm)
+    throw ExecError(info.sdsc_file + ": " + info.name + ": " + what +
+                    " needs an HBM tensor (this one lives in LX)");
+}
+
+fmt::HostTensor host_of(const TensorInfo& info, const void* data, const std::vector<int64_t>& st) {
+  return fmt::HostTensor{data, info.format, info.size, st, 0};
+}
+
+}  // namespace
+
+std::vector<uint8_t> read_tensor_raw(Memory& mem, const TensorInfo& info) {
+  need_hbm(info, "read_tensor");
+  std::vector<uint8_t> image(info.image_bytes);
+  mem.read(info.base, image.data(), image.size());
+  std::vector<uint8_t> out(fmt::bytes_for(info.format, size_t(info.numel())));
+  const auto st = fmt::contiguous_strides(info.size);
+  fmt::device_to_host(image.data(), info.layout,
+                      fmt::MutableHostTensor{out.data(), info.format, info.size, st, 0});
+  return out;
+}
+
+void write_tensor_raw(Memory& mem, const TensorInfo& info, std::span<const uint8_t> elements) {
+  need_hbm(info, "write_tensor");
+  if (elements.size() != fmt::bytes_for(info.format, size_t(info.numel())))
+    throw ExecError(info.sdsc_file + ": " + info.name + ": write_tensor got " +
+                    std::to_string(elements.size()) + " bytes, expected " +
+                    std::to_string(fmt::bytes_for(info.format, size_t(info.numel()))));
+  std::vector<uint8_t> image(info.image_bytes);
+  const auto st = fmt::contiguous_strides(info.size);
+  fmt::host_to_device(host_of(info, elements.data(), st), info.layout, image.data());
+  mem.write(info.base, image.data(), image.size());
+}
+
+std::vector<float> read_tensor(Memory& mem, const TensorInfo& info) {
+  const auto raw = read_tensor_raw(mem, info);
+  std::vector<float> out(size_t(info.numel()));
+  fmt::convert(info.format, raw.data(), fmt::DataFormat::IEEE_FP32, out.data(), out.size());
+  return out;
+}
+
+void write_tensor(Memory& mem, const TensorInfo& info, std::span<const float> values) {
+  if (values.size() != size_t(info.numel()))
+    throw ExecError(info.sdsc_file + ": " + info.name + ": write_tensor got " +
+                    std::to_string(values.size()) + " values, expected " +
+                    std::to_string(info.numel()));
+  std::vector<uint8_t> raw(fmt::bytes_for(info.format, values.size()));
+  fmt::convert(fmt::DataFormat::IEEE_FP32, values.data(), info.format, raw.data(), values.size());
+  write_tensor_raw(mem, info, raw);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel arguments
+// ---------------------------------------------------------------------------------------------
+std::vector<KernelTensor> kernel_tensors(const bundle::LoadedBundle& lb,
+                                         const std::vector<bundle::ResolvedExecution>& plan,
+                                         const bundle::Bindings& bindings) {
+  std::map<uint64_t, size_t> arg_of_addr;
+  for (size_t i = 0; i < lb.bundle.args.size() && i < bindings.args.size(); ++i)
+    if (!lb.bundle.args[i].is_dimension) arg_of_addr.emplace(bindings.args[i], i);
+  std::map<size_t, KernelTensor> found;
+  for (const auto& r : plan) {
+    for (const auto& op : r.sdsc->compute_ops) {
+      auto touch = [&](uint32_t lds, bool write) {
+        const auto* alloc = r.sdsc->allocation(lds, bundle::Placement::hbm);
+        if (!alloc) return;
+        TensorInfo info = describe_tensor(r, lds);
+        auto it = arg_of_addr.find(info.base);
+        if (it == arg_of_addr.end()) return;
+        auto [kt, fresh] = found.try_emplace(it->second);
+        if (fresh) {
+          kt->second.arg_index = it->second;
+          kt->second.info = std::move(info);
+          kt->second.read_first = !write;
+        }
+        if (write) kt->second.written = true;
+      };
+      const std::set<uint32_t> outs(op.outputs.begin(), op.outputs.end());
+      for (uint32_t i : op.inputs)
+        if (!outs.count(i)) touch(i, false);
+      for (uint32_t i : op.inputs)
+        if (outs.count(i) && !detail::is_reduction(op.op_func_name)) touch(i, false);
+      for (uint32_t o : op.outputs) touch(o, true);
+    }
+  }
+  std::vector<KernelTensor> v;
+  for (auto& [_, kt] : found) v.push_back(std::move(kt));
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// run()
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+double decode_constant(const bundle::Constant& c) {
+  const fmt::DataFormat f = to_fmt(c.format);
+  uint8_t buf[16] = {};
+  fmt::write_code(f, buf, 0, c.raw.front());
+  return fmt::load_element(f, buf, 0);
+}
+
+struct Executor {
+  Memory& mem;
+  const ExecOptions& opt;
+  ExecStats st;
+  std::map<uint32_t, std::vector<uint8_t>> lx;  // core id -> its LX
+
+  std::vector<uint8_t>& lx_of(uint32_t core) {
+    auto& v = lx[core];
+    if (v.empty()) v.assign(size_t(opt.lx_bytes), 0);
+    return v;
+  }
+
+  // The full device image of `t` (HBM: one read of the whole image; LX: each core's slice).
+  std::vector<uint8_t> gather_image(const detail::MappedTensor& t) {
+    std::vector<uint8_t> image(size_t(t.info.image_bytes), 0);
+    if (t.info.placement == bundle::Placement::hbm) {
+      mem.read(t.info.base, image.data(), image.size());
+      st.bytes_read += image.size();
+      return image;
+    }
+    std::set<std::vector<int64_t>> done;
+    for (const auto& cs : t.cores) {
+      if (!done.insert(cs.origin).second) continue;
+      auto& l = lx_of(cs.core);
+      detail::for_each_run(t, cs, [&](uint64_t image_off, uint64_t slice_off, uint64_t n) {
+        const uint64_t a = cs.start + slice_off;
+        if (a + n > l.size())
+          throw ExecError(t.info.sdsc_file + ": " + t.info.name + ": LX read of core " +
+                          std::to_string(cs.core) + " at offset " + std::to_string(a) +
+                          " runs past the LX (" + std::to_string(l.size()) + " bytes)");
+        std::memcpy(image.data() + image_off, l.data() + a, size_t(n));
+        st.lx_bytes_read += n;
+      });
+    }
+    return image;
+  }
+
+  // Writes each core's slice of `image` where that core writes it.
+  void scatter_image(const detail::MappedTensor& t, const std::vector<uint8_t>& image) {
+    std::set<std::pair<std::vector<int64_t>, uint64_t>> done;
+    for (const auto& cs : t.cores) {
+      if (!done.insert({cs.origin, t.info.placement == bundle::Placement::hbm ? cs.start
+                                                                              : cs.core})
+               .second)
+        continue;
+      if (t.info.placement == bundle::Placement::hbm) {
+        detail::for_each_run(t, cs, [&](uint64_t image_off, uint64_t rel_off, uint64_t n) {
+          mem.write(cs.start + rel_off, image.data() + image_off, size_t(n));
+          st.bytes_written += n;
+        });
+      } else {
+        auto& l = lx_of(cs.core);
+        detail::for_each_run(t, cs, [&](uint64_t image_off, uint64_t slice_off, uint64_t n) {
+          const uint64_t a = cs.start + slice_off;
+          if (a + n > l.size())
+            throw ExecError(t.info.sdsc_file + ": " + t.info.name + ": LX write of core " +
+                            std::to_string(cs.core) + " at offset " + std::to_string(a) +
+                            " runs past the LX (" + std::to_string(l.size()) + " bytes)");
+          std::memcpy(l.data() + a, image.data() + image_off, size_t(n));
+          st.lx_bytes_written += n;
+        });
+      }
+    }
+  }
+
+  void execute(const bundle::ResolvedExecution& r) {
+    const bundle::Sdsc& s = *r.sdsc;
+    ++st.executions;
+    std::map<uint32_t, detail::MappedTensor> mapped;
+    auto tensor = [&](uint32_t lds) -> detail::MappedTensor& {
+      auto it = mapped.find(lds);
+      if (it == mapped.end()) it = mapped.emplace(lds, detail::map_tensor(r, lds)).first;
+      return it->second;
+    };
+    // Host-order device-format elements of each tensor this execution has touched.
+    std::map<uint32_t, std::vector<uint8_t>> host;
+    std::set<uint32_t> written;
+    auto load = [&](uint32_t lds) -> std::vector<uint8_t>& {
+      auto it = host.find(lds);
+      if (it != host.end()) return it->second;
+      auto& t = tensor(lds);
+      const auto image = gather_image(t);
+      std::vector<uint8_t> buf(fmt::bytes_for(t.info.format, size_t(t.info.numel())));
+      const auto stv = fmt::contiguous_strides(t.info.size);
+      fmt::device_to_host(image.data(), t.info.layout,
+                          fmt::MutableHostTensor{buf.data(), t.info.format, t.info.size, stv, 0});
+      return host.emplace(lds, std::move(buf)).first->second;
+    };
+
+    ops::Attrs attrs;
+    attrs.rules = opt.rules;
+    for (const auto& c : s.constants)
+      if (!c.raw.empty() && fmt::is_convertible(to_fmt(c.format)))
+        attrs.set(c.name, decode_constant(c));
+
+    for (const auto& op : s.compute_ops) {
+      const std::string where = s.file + ": computeOp_ '" + op.op_func_name + "'";
+      if (!ops::is_supported(op.op_func_name))
+        throw ExecError(where + ": operation not supported by the functional executor (vspyre::ops)");
+      if (!detail::is_mappable(op.op_func_name))
+        throw ExecError(where + ": the executor cannot map this op's tensors to logical shapes "
+                                "(conv/pool/gather/scatter layouts are not implemented)");
+      if (op.outputs.size() != 1)
+        throw ExecError(where + ": expected one output tensor, got " +
+                        std::to_string(op.outputs.size()));
+      const bool red = detail::is_reduction(op.op_func_name);
+      std::vector<uint32_t> in_ids;
+      for (uint32_t i : op.inputs)
+        if (!(red && i == op.outputs[0])) in_ids.push_back(i);
+      std::vector<ops::TensorView> ins;
+      for (uint32_t i : in_ids) {
+        auto& buf = load(i);
+        auto& t = tensor(i);
+        ins.push_back(ops::view(buf.data(), t.info.format, t.info.size));
+      }
+      auto& ot = tensor(op.outputs[0]);
+      std::vector<uint8_t> obuf(fmt::bytes_for(ot.info.format, size_t(ot.info.numel())));
+      ops::TensorView ov = ops::view(obuf.data(), ot.info.format, ot.info.size);
+      ops::Attrs a = attrs;
+      if (red && !ins.empty()) {
+        for (int k = 0; k < ins[0].rank() && k < ov.rank(); ++k)
+          if (ins[0].size[size_t(k)] != 1 && ov.size[size_t(k)] == 1) {
+            a.dim = k;
+            break;
+          }
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        ops::run(op.op_func_name, ins, std::span<const ops::TensorView>(&ov, 1), a);
+      } catch (const std::exception& e) {
+        throw ExecError(where + ": " + e.what());
+      }
+      st.compute_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++st.ops;
+      st.elements += uint64_t(ov.numel());
+      if (detail::is_matmul(op.op_func_name) && !ins.empty())
+        st.macs += uint64_t(ov.numel()) * uint64_t(ins[0].size.back());
+      host[op.outputs[0]] = std::move(obuf);
+      written.insert(op.outputs[0]);
+    }
+    for (uint32_t o : written) {
+      auto& t = tensor(o);
+      std::vector<uint8_t> image(size_t(t.info.image_bytes), 0);
+      const auto stv = fmt::contiguous_strides(t.info.size);
+      fmt::host_to_device(fmt::HostTensor{host[o].data(), t.info.format, t.info.size, stv, 0},
+                          t.info.layout, image.data(), fmt::Padding::zero, opt.rules);
+      scatter_image(t, image);
+    }
+  }
+};
+
+}  // namespace
+
+ExecStats run(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExecution>& plan,
+              Memory& mem, const ExecOptions& opt) {
+  (void)lb;
+  const auto t0 = std::chrono::steady_clock::now();
+  Executor ex{mem, opt, {}, {}};
+  for (const auto& r : plan) {
+    if (!r.sdsc) throw ExecError("exec::run: a resolved execution without its SDSC");
+    ex.execute(r);
+  }
+  ex.st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ex.st;
+}
+
+}  // namespace vspyre::exec

@@ -1,0 +1,302 @@
+// SDSC tensor -> logical shape, stick layout and per-core slices (formats.md B.2, B.5, B.6).
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "sim/exec/layout.h"
+
+namespace vspyre::exec::detail {
+
+namespace {
+
+const std::set<std::string_view>& reductions() {
+  static const std::set<std::string_view> s{
+      "sum", "max", "min", "mean", "absmax", "exx2", "exx2_zeromean", "sumnonstick",
+      "maxnonstick", "minnonstick", "meannonstick", "absmaxnonstick", "quantscalepertoken",
+      "quantscalepertokenfp8", "topkvalue", "topkindex"};
+  return s;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// Per-allocation ownership (coordinates_.coreIdToWkSlice_, the SHUFFLE states): core -> dim -> k.
+std::map<uint32_t, std::map<std::string, int64_t>> own_slices(const bundle::Sdsc& s,
+                                                             const bundle::Allocation& a) {
+  std::map<uint32_t, std::map<std::string, int64_t>> out;
+  try {
+    const auto& dsc = s.raw.begin().value().at("dscs_").at(0).begin().value();
+    const auto& node = dsc.at("scheduleTree_").at(a.node_index);
+    if (!node.contains("coordinates_")) return out;
+    const auto& c = node.at("coordinates_");
+    if (!c.is_object() || !c.contains("coreIdToWkSlice_")) return out;
+    const auto& m = c.at("coreIdToWkSlice_");
+    if (!m.is_object()) return out;
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      const uint32_t core = uint32_t(std::stoul(it.key()));
+      for (auto jt = it.value().begin(); jt != it.value().end(); ++jt)
+        out[core][jt.key()] = jt.value().get<int64_t>();
+    }
+  } catch (const std::exception& e) {
+    throw ExecError(s.file + ": " + a.json_path + "/coordinates_/coreIdToWkSlice_: " +
+                    "expected {\"<core>\": {\"<dim>\": slice}} (" + e.what() + ")");
+  }
+  return out;
+}
+
+// Host (logical) axis order of every labeled tensor of an SDSC.
+std::vector<std::string> host_dims(const bundle::Sdsc& s, uint32_t lds,
+                                   const std::vector<std::string>& layout_of_lds) {
+  std::vector<std::string> n_order;
+  for (const auto& [d, _] : s.n) n_order.push_back(d);
+  const bundle::ComputeOp* mm = nullptr;
+  for (const auto& op : s.compute_ops)
+    if (is_matmul(op.op_func_name)) mm = &op;
+  if (!mm || mm->inputs.size() < 2 || mm->outputs.empty()) return n_order;
+  const uint32_t ia = mm->inputs[0], ib = mm->inputs[1], io = mm->outputs[0];
+  if (lds != ia && lds != ib && lds != io) return n_order;
+  auto dims_of = [&](uint32_t i) -> std::vector<std::string> {
+    const auto* a = s.allocation(i, bundle::Placement::hbm);
+    if (!a) a = s.allocation(i, bundle::Placement::lx);
+    return a ? a->layout_dim_order : std::vector<std::string>{};
+  };
+  const auto A = dims_of(ia), B = dims_of(ib), O = dims_of(io);
+  std::vector<std::string> K, N, M, batch;
+  for (const auto& d : n_order) {
+    const bool a = has(A, d), b = has(B, d), o = has(O, d);
+    if (a && b && !o) K.push_back(d);
+    else if (!a && b && o) N.push_back(d);
+    else if (a && !b && o) M.push_back(d);
+    else if (o) batch.push_back(d);
+  }
+  if (K.size() != 1 || N.size() != 1 || M.empty())
+    throw ExecError(s.file + ": computeOp_ '" + mm->op_func_name +
+                    "': cannot tell the matmul dims apart from the layouts (need one reduction "
+                    "dim in both inputs only, one generated dim in the kernel and output, and a "
+                    "preserved dim in the input and output)");
+  std::string m = has(M, "mb") ? "mb" : M.back();
+  for (const auto& d : M)
+    if (d != m) batch.push_back(d);
+  // keep batch in N_ order
+  std::vector<std::string> b_sorted;
+  for (const auto& d : n_order)
+    if (has(batch, d)) b_sorted.push_back(d);
+  std::vector<std::string> out = b_sorted;
+  if (lds == ia) { out.push_back(m); out.push_back(K[0]); }
+  else if (lds == ib) { out.push_back(K[0]); out.push_back(N[0]); }
+  else { out.push_back(m); out.push_back(N[0]); }
+  for (const auto& d : layout_of_lds)
+    if (!has(out, d))
+      throw ExecError(s.file + ": labeledDs_ " + std::to_string(lds) + ": dim '" + d +
+                      "' has no role in the matmul");
+  return out;
+}
+
+}  // namespace
+
+bool is_reduction(std::string_view op) { return reductions().count(op) != 0; }
+bool is_matmul(std::string_view op) {
+  return op == "batchmatmul" || op == "batchmatmulfp8" || op == "batchmatmulint8" ||
+         op == "batchmatmulint4" || op == "matmul";
+}
+bool is_mappable(std::string_view op) {
+  static const std::set<std::string_view> no{"conv2d", "conv2dfp8", "conv2dint8", "conv2dint4",
+                                             "depthwiseconv2dnative", "avgpoolfwd",
+                                             "avgpoolnmapfwd", "maxpoolfwd", "gather", "scatter",
+                                             "scatter_add"};
+  return !no.count(op);
+}
+
+MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
+  const bundle::Sdsc& s = *r.sdsc;
+  const std::string where = s.file + ": labeledDs_ " + std::to_string(lds);
+  if (lds >= s.labeled_ds.size()) throw ExecError(where + ": no such labeled tensor");
+  const bundle::LabeledDs& ds = s.labeled_ds[lds];
+  // The allocation (HBM preferred when a tensor has both nodes).
+  int ai = -1;
+  for (size_t i = 0; i < s.allocations.size(); ++i)
+    if (s.allocations[i].lds_idx == lds &&
+        (ai < 0 || s.allocations[i].placement == bundle::Placement::hbm))
+      ai = int(i);
+  if (ai < 0) throw ExecError(where + ": no allocate node in scheduleTree_");
+  const bundle::Allocation& al = s.allocations[size_t(ai)];
+  MappedTensor t;
+  t.info.sdsc_file = s.file;
+  t.info.lds_idx = lds;
+  t.info.name = ds.name;
+  t.info.placement = al.placement;
+  t.info.format = to_fmt(ds.format);
+  if (!fmt::is_convertible(t.info.format) || fmt::elements_per_stick(t.info.format) <= 0)
+    throw ExecError(where + " (" + ds.name + "): dataFormat_ " +
+                    std::string(bundle::to_string(ds.format)) +
+                    " has no element conversion in vspyre::fmt");
+  t.layout = al.layout_dim_order;
+  const size_t n = t.layout.size();
+  if (n == 0) throw ExecError(s.file + ": " + al.json_path + "/layoutDimOrder_: empty");
+  if (ds.scale.size() != n)
+    throw ExecError(where + " (" + ds.name + "): scale_ has " + std::to_string(ds.scale.size()) +
+                    " entries, layoutDimOrder_ of " + al.name + " has " + std::to_string(n));
+  const bundle::LayoutInfo* li = s.layout_for(ds);
+  if (!li) throw ExecError(where + ": primaryDsInfo_ has no entry '" + ds.ds_type + "'");
+  if (li->stick_dim_order.size() != 1 || li->stick_size.size() != 1)
+    throw ExecError(where + ": primaryDsInfo_['" + ds.ds_type +
+                    "']: sticks of several dimensions (quantised packings) are not implemented");
+  const int64_t eps = li->stick_size[0];
+  if (eps != fmt::elements_per_stick(t.info.format))
+    throw ExecError(where + ": primaryDsInfo_['" + ds.ds_type + "']/stickSize_ " +
+                    std::to_string(eps) + " is not one 128-byte stick of " +
+                    std::string(fmt::name(t.info.format)) + " (" +
+                    std::to_string(fmt::elements_per_stick(t.info.format)) + " elements)");
+  auto sp = std::find(t.layout.begin(), t.layout.end(), li->stick_dim_order[0]);
+  if (sp == t.layout.end())
+    throw ExecError(where + ": stick dim '" + li->stick_dim_order[0] + "' not in " + al.name +
+                    " layoutDimOrder_");
+  t.stick_pos = size_t(sp - t.layout.begin());
+
+  // Logical sizes per layout dim.
+  std::vector<int64_t> tsize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t N = s.n_of(t.layout[i]);
+    if (N <= 0) throw ExecError(where + ": dim '" + t.layout[i] + "' has no size in N_");
+    tsize[i] = ds.scale[i] == 1 ? N : 1;
+  }
+  // Host order.
+  t.info.dims = host_dims(s, lds, t.layout);
+  t.info.size.assign(t.info.dims.size(), 1);
+  std::vector<int32_t> host_index(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    auto it = std::find(t.info.dims.begin(), t.info.dims.end(), t.layout[i]);
+    if (it == t.info.dims.end())
+      throw ExecError(where + ": dim '" + t.layout[i] + "' is not a dimension of N_");
+    host_index[i] = int32_t(it - t.info.dims.begin());
+    t.info.size[size_t(host_index[i])] = tsize[i];
+  }
+  // Whole-tensor layout: device dims outermost first, the stick lanes last.
+  t.full_units.resize(n);
+  t.full_stride.resize(n);
+  int64_t stride = fmt::k_stick_bytes;
+  for (size_t i = 0; i < n; ++i) {
+    t.full_units[i] = i == t.stick_pos ? ceil_div(tsize[i], eps) : tsize[i];
+    t.full_stride[i] = stride;
+    stride *= t.full_units[i];
+  }
+  t.info.layout.format = t.info.format;
+  for (size_t i = n; i-- > 0;) {
+    t.info.layout.device_size.push_back(t.full_units[i]);
+    t.info.layout.dim_map.push_back(host_index[i]);
+  }
+  t.info.layout.device_size.push_back(eps);
+  t.info.layout.dim_map.push_back(host_index[t.stick_pos]);
+  t.info.image_bytes = fmt::device_image_bytes(t.info.layout);
+
+  // Per-core slices.
+  const auto own = own_slices(s, al);
+  std::map<std::string, int64_t> own_count;
+  for (const auto& [c, m] : own)
+    for (const auto& [d, k] : m) own_count[d] = std::max(own_count[d], k + 1);
+  std::vector<int64_t> slice_elems(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& d = t.layout[i];
+    if (ds.scale[i] != 1) {
+      slice_elems[i] = 1;
+    } else if (!own.empty()) {
+      const int64_t cnt = own_count.count(d) ? own_count[d] : 1;
+      if (tsize[i] % cnt != 0)
+        throw ExecError(s.file + ": " + al.json_path + "/coordinates_/coreIdToWkSlice_: dim '" +
+                        d + "' (" + std::to_string(tsize[i]) + ") is not divisible into " +
+                        std::to_string(cnt) + " slices");
+      slice_elems[i] = tsize[i] / cnt;
+    } else {
+      const int64_t ss = s.ss_of(d), el = s.el_of(d);
+      slice_elems[i] = std::max<int64_t>({ss, el, 1});
+      if (ss <= 0 && el <= 0) slice_elems[i] = tsize[i];
+    }
+  }
+  t.slice_units.resize(n);
+  t.slice_stride.resize(n);
+  stride = fmt::k_stick_bytes;
+  for (size_t i = 0; i < n; ++i) {
+    t.slice_units[i] = i == t.stick_pos ? ceil_div(slice_elems[i], eps) : slice_elems[i];
+    t.slice_stride[i] = stride;
+    stride *= t.slice_units[i];
+  }
+  if (size_t(ai) >= r.addresses.size())
+    throw ExecError(where + ": the resolved execution has no addresses for " + al.name);
+  const auto& addr = r.addresses[size_t(ai)];
+  std::optional<uint64_t> base;
+  for (uint32_t c : s.core_ids) {
+    CoreSlice cs;
+    cs.core = c;
+    if (c >= addr.size()) throw ExecError(where + ": no start address for core " + std::to_string(c));
+    cs.start = addr[c];
+    cs.origin.resize(n);
+    cs.units.resize(n);
+    int64_t off = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string& d = t.layout[i];
+      int64_t o = 0, e = tsize[i];
+      if (ds.scale[i] == 1) {
+        if (!own.empty()) {
+          auto ci = own.find(c);
+          const int64_t k = ci == own.end() || !ci->second.count(d) ? 0 : ci->second.at(d);
+          o = k * slice_elems[i];
+          e = slice_elems[i];
+        } else {
+          const uint32_t slices = s.slices_of(d);
+          auto ci = s.core_slice.find(c);
+          int64_t k = 0;
+          if (ci != s.core_slice.end()) {
+            auto di = ci->second.find(d);
+            if (di != ci->second.end()) k = di->second;
+          }
+          if (slices > 1) {
+            const int64_t ss = s.ss_of(d) > 0 ? s.ss_of(d) : tsize[i];
+            const int64_t el = s.el_of(d) > 0 ? s.el_of(d) : ss;
+            o = k * ss;
+            e = k == int64_t(slices) - 1 ? el : ss;
+          }
+        }
+        if (o + e > tsize[i])
+          throw ExecError(where + " (" + ds.name + "): core " + std::to_string(c) +
+                          "'s slice of dim '" + d + "' [" + std::to_string(o) + ", " +
+                          std::to_string(o + e) + ") lies outside N_ " + std::to_string(tsize[i]));
+      }
+      if (i == t.stick_pos) {
+        if (o % eps != 0)
+          throw ExecError(where + " (" + ds.name + "): core " + std::to_string(c) +
+                          "'s slice of stick dim '" + d + "' starts mid-stick (element " +
+                          std::to_string(o) + ")");
+        cs.origin[i] = o / eps;
+        cs.units[i] = ceil_div(e, eps);
+      } else {
+        cs.origin[i] = o;
+        cs.units[i] = e;
+      }
+      off += cs.origin[i] * t.full_stride[i];
+    }
+    if (al.placement == bundle::Placement::hbm) {
+      if (cs.start < uint64_t(off))
+        throw ExecError(where + " (" + ds.name + "): core " + std::to_string(c) +
+                        "'s start address " + std::to_string(cs.start) +
+                        " is below its slice offset " + std::to_string(off) +
+                        " in the stick layout");
+      const uint64_t b = cs.start - uint64_t(off);
+      if (!base) base = b;
+      else if (*base != b)
+        throw ExecError(where + " (" + ds.name + "): the per-core start addresses do not fit one "
+                        "tensor in the stick layout of " + al.name + " (core " +
+                        std::to_string(c) + " implies base " + std::to_string(b) + ", core " +
+                        std::to_string(t.cores.front().core) + " base " + std::to_string(*base) +
+                        ")");
+    }
+    t.cores.push_back(std::move(cs));
+  }
+  if (t.cores.empty()) throw ExecError(where + ": no cores");
+  t.info.base = base.value_or(0);
+  return t;
+}
+
+}  // namespace vspyre::exec::detail

@@ -1,0 +1,75 @@
+// Internal: how one labeled tensor of one SDSC maps onto device memory (formats.md B.2, B.5, B.6).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/exec/exec.h"
+
+namespace vspyre::exec::detail {
+
+struct CoreSlice {
+  uint32_t core = 0;
+  uint64_t start = 0;           // HBM address or LX byte offset of the slice origin's stick
+  std::vector<int64_t> origin;  // per layout dim (innermost first), in units (sticks for the
+  std::vector<int64_t> units;   // stick dim, elements otherwise): slice origin and extent
+};
+
+struct MappedTensor {
+  TensorInfo info;
+  std::vector<std::string> layout;     // layoutDimOrder_, innermost first
+  size_t stick_pos = 0;                // position of the stick dim in `layout`
+  std::vector<int64_t> full_units;     // per layout dim: units of the whole tensor
+  std::vector<int64_t> full_stride;    // bytes per unit step in the whole tensor (HBM image)
+  std::vector<int64_t> slice_units;    // LX: units of one core's slice (steady state)
+  std::vector<int64_t> slice_stride;   // LX: bytes per unit step inside a core's slice
+  std::vector<CoreSlice> cores;
+};
+
+// Throws ExecError naming the SDSC file and the field.
+MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds_idx);
+
+// Calls fn(image_offset, slice_offset, bytes) for each contiguous run of core slice `cs`:
+// image_offset into the full-tensor image; slice_offset from cs.start (HBM: full-tensor strides,
+// LX: slice strides).
+template <class Fn>
+void for_each_run(const MappedTensor& t, const CoreSlice& cs, Fn&& fn) {
+  const bool lx = t.info.placement == bundle::Placement::lx;
+  const auto& rel_stride = lx ? t.slice_stride : t.full_stride;
+  const auto& rel_units = lx ? t.slice_units : t.full_units;
+  const size_t n = t.layout.size();
+  // Merge inner dims that the slice covers whole in both the image and its own addressing.
+  size_t inner = 1;
+  int64_t run_units = cs.units[0];
+  while (inner < n && cs.units[inner - 1] == t.full_units[inner - 1] &&
+         cs.units[inner - 1] == rel_units[inner - 1]) {
+    run_units *= cs.units[inner];
+    ++inner;
+  }
+  const uint64_t run_bytes = uint64_t(run_units) * uint64_t(t.full_stride[0]);
+  int64_t image_base = 0;
+  for (size_t d = 0; d < n; ++d) image_base += cs.origin[d] * t.full_stride[d];
+  std::vector<int64_t> k(n, 0);
+  for (;;) {
+    int64_t io = image_base, so = 0;
+    for (size_t d = inner; d < n; ++d) {
+      io += k[d] * t.full_stride[d];
+      so += k[d] * rel_stride[d];
+    }
+    fn(uint64_t(io), uint64_t(so), run_bytes);
+    size_t d = inner;
+    for (; d < n; ++d) {
+      if (++k[d] < cs.units[d]) break;
+      k[d] = 0;
+    }
+    if (d == n) break;
+  }
+}
+
+bool is_reduction(std::string_view op);  // the output is listed as an input (accumulator)
+bool is_matmul(std::string_view op);
+bool is_mappable(std::string_view op);   // shapes follow from N_ (not conv/pool/indirect)
+
+}  // namespace vspyre::exec::detail

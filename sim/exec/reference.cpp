@@ -1,0 +1,406 @@
+// Double-precision logical reference (see reference.h). Deliberately independent of vspyre::ops
+// and of the stick layout: tensors are named-dim host arrays keyed by where the bundle keeps them.
+#include "sim/exec/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include "sim/exec/layout.h"
+
+namespace vspyre::exec {
+
+namespace {
+
+// Where a tensor lives, as a key: HBM base address, or an LX offset on a set of cores.
+struct Key {
+  bool lx = false;
+  uint64_t addr = 0;
+  uint32_t core = 0;
+  bool operator<(const Key& o) const {
+    return std::tie(lx, addr, core) < std::tie(o.lx, o.addr, o.core);
+  }
+};
+
+Key key_of(const detail::MappedTensor& t) {
+  if (t.info.placement == bundle::Placement::hbm) return {false, t.info.base, 0};
+  // An LX tensor: the start offset of its first core's slice minus that slice's own offset.
+  return {true, t.cores.front().start, t.cores.front().core};
+}
+
+int64_t numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (auto x : s) n *= x;
+  return n;
+}
+
+std::vector<int64_t> strides(const std::vector<int64_t>& s) {
+  std::vector<int64_t> st(s.size());
+  int64_t k = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = k;
+    k *= s[i];
+  }
+  return st;
+}
+
+struct Unavailable {
+  std::string why;
+};
+
+// `src` rearranged to the dims/size of `want` (matched by name; size-1 dims may come and go).
+RefTensor conform(const RefTensor& src, const std::vector<std::string>& dims,
+                  const std::vector<int64_t>& size) {
+  if (!src.have.empty()) throw Unavailable{"its input was only sampled"};
+  std::vector<int64_t> src_st = strides(src.size);
+  std::vector<int64_t> map_st(dims.size(), 0);
+  std::set<size_t> used;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    auto it = std::find(src.dims.begin(), src.dims.end(), dims[i]);
+    if (it == src.dims.end()) {
+      if (size[i] != 1) throw Unavailable{"dim '" + dims[i] + "' unknown to the producer"};
+      continue;
+    }
+    const size_t j = size_t(it - src.dims.begin());
+    if (src.size[j] != size[i]) {
+      if (src.size[j] != 1)
+        throw Unavailable{"dim '" + dims[i] + "' has size " + std::to_string(src.size[j]) +
+                          " at the producer and " + std::to_string(size[i]) + " here"};
+      map_st[i] = 0;  // broadcast
+    } else {
+      map_st[i] = src_st[j];
+    }
+    used.insert(j);
+  }
+  for (size_t j = 0; j < src.dims.size(); ++j)
+    if (!used.count(j) && src.size[j] != 1)
+      throw Unavailable{"dim '" + src.dims[j] + "' of the producer is missing here"};
+  RefTensor out;
+  out.dims = dims;
+  out.size = size;
+  out.depth = src.depth;
+  out.format = src.format;
+  out.v.resize(size_t(numel(size)));
+  std::vector<int64_t> k(size.size(), 0);
+  for (size_t e = 0; e < out.v.size(); ++e) {
+    int64_t off = 0;
+    for (size_t i = 0; i < size.size(); ++i) off += k[i] * map_st[i];
+    out.v[e] = src.v[size_t(off)];
+    for (size_t i = size.size(); i-- > 0;) {
+      if (++k[i] < size[i]) break;
+      k[i] = 0;
+    }
+  }
+  return out;
+}
+
+// Element offset in `t` (shape `ts`, strides `tst`) of output coordinate k (shape os),
+// broadcasting size-1 dims (right-aligned, same rank here).
+int64_t bcast_off(const std::vector<int64_t>& k, const std::vector<int64_t>& ts,
+                  const std::vector<int64_t>& tst) {
+  int64_t off = 0;
+  for (size_t i = 0; i < k.size(); ++i)
+    if (ts[i] != 1) off += k[i] * tst[i];
+  return off;
+}
+
+std::optional<std::function<double(double)>> unary_fn(const std::string& op) {
+  if (op == "identity" || op == "shuffle" || op == "ReStickifyOpHBM")
+    return [](double x) { return x; };
+  if (op == "neg") return [](double x) { return -x; };
+  if (op == "abs") return [](double x) { return std::fabs(x); };
+  if (op == "exp" || op == "fastexp") return [](double x) { return std::exp(x); };
+  if (op == "log") return [](double x) { return std::log(x); };
+  if (op == "sqrt") return [](double x) { return std::sqrt(x); };
+  if (op == "rsqrt") return [](double x) { return 1.0 / std::sqrt(x); };
+  if (op == "reciprocal") return [](double x) { return 1.0 / x; };
+  if (op == "tanh") return [](double x) { return std::tanh(x); };
+  if (op == "sigmoid" || op == "fastsigmoid") return [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  if (op == "relufwd" || op == "relu") return [](double x) { return x > 0 ? x : 0.0; };
+  if (op == "silu") return [](double x) { return x / (1.0 + std::exp(-x)); };
+  if (op == "gelufwd" || op == "gelu")
+    return [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); };
+  return std::nullopt;
+}
+
+std::optional<std::function<double(double, double)>> binary_fn(const std::string& op) {
+  if (op == "add" || op == "biasadd") return [](double a, double b) { return a + b; };
+  if (op == "sub") return [](double a, double b) { return a - b; };
+  if (op == "revsub") return [](double a, double b) { return b - a; };
+  if (op == "mul") return [](double a, double b) { return a * b; };
+  if (op == "realdiv" || op == "div") return [](double a, double b) { return a / b; };
+  if (op == "maximum") return [](double a, double b) { return std::max(a, b); };
+  if (op == "minimum") return [](double a, double b) { return std::min(a, b); };
+  return std::nullopt;
+}
+
+std::string red_kind(const std::string& op) {
+  for (const char* k : {"sum", "max", "min", "mean"})
+    if (op == k || op == std::string(k) + "nonstick") return k;
+  return {};
+}
+
+double constant_value(const bundle::Sdsc& s, const std::string& name, double fallback) {
+  for (const auto& c : s.constants)
+    if (c.name == name && !c.raw.empty()) {
+      const fmt::DataFormat f = to_fmt(c.format);
+      if (!fmt::is_convertible(f)) return fallback;
+      uint8_t buf[16] = {};
+      fmt::write_code(f, buf, 0, c.raw.front());
+      return fmt::load_element(f, buf, 0);
+    }
+  return fallback;
+}
+
+RefTensor shaped(const TensorInfo& info) {
+  RefTensor t;
+  t.dims = info.dims;
+  t.size = info.size;
+  t.format = info.format;
+  t.v.assign(size_t(info.numel()), 0.0);
+  return t;
+}
+
+RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
+                 const std::vector<RefTensor>& in, const TensorInfo& out_info,
+                 const RefOptions& opt) {
+  RefTensor out = shaped(out_info);
+  int depth = 0;
+  for (const auto& t : in) depth = std::max(depth, t.depth);
+  out.depth = depth + 1;
+  const auto ost = strides(out.size);
+  const int64_t n = numel(out.size);
+  std::vector<int64_t> k(out.size.size(), 0);
+  auto next = [&]() {
+    for (size_t i = out.size.size(); i-- > 0;) {
+      if (++k[i] < out.size[i]) return;
+      k[i] = 0;
+    }
+  };
+  const std::string& name = op.op_func_name;
+  if (auto f = unary_fn(name); f && in.size() == 1) {
+    const RefTensor a = conform(in[0], out.dims, out.size);
+    for (int64_t e = 0; e < n; ++e) out.v[size_t(e)] = (*f)(a.v[size_t(e)]);
+    if (name == "identity" || name == "shuffle" || name == "ReStickifyOpHBM")
+      out.depth = in[0].format == out.format ? depth : depth + 1;
+    return out;
+  }
+  if (auto f = binary_fn(name); f && in.size() == 2) {
+    std::vector<RefTensor> c;
+    for (const auto& t : in) {
+      std::vector<int64_t> sz(out.size.size(), 1);
+      for (size_t i = 0; i < out.dims.size(); ++i) {
+        auto it = std::find(t.dims.begin(), t.dims.end(), out.dims[i]);
+        if (it != t.dims.end()) sz[i] = t.size[size_t(it - t.dims.begin())];
+      }
+      c.push_back(conform(t, out.dims, sz));
+    }
+    const auto s0 = strides(c[0].size), s1 = strides(c[1].size);
+    for (int64_t e = 0; e < n; ++e, next())
+      out.v[size_t(e)] = (*f)(c[0].v[size_t(bcast_off(k, c[0].size, s0))],
+                              c[1].v[size_t(bcast_off(k, c[1].size, s1))]);
+    return out;
+  }
+  if (const std::string r = red_kind(name); !r.empty() && !in.empty()) {
+    // The input in the output's dims, at full size.
+    std::vector<int64_t> sz = out.size;
+    int rd = -1;
+    for (size_t i = 0; i < out.dims.size(); ++i) {
+      auto it = std::find(in[0].dims.begin(), in[0].dims.end(), out.dims[i]);
+      if (it != in[0].dims.end()) sz[i] = in[0].size[size_t(it - in[0].dims.begin())];
+      if (sz[i] != out.size[i] && rd < 0) rd = int(i);
+    }
+    if (rd < 0) throw Unavailable{"cannot tell the reduced dim"};
+    const RefTensor a = conform(in[0], out.dims, sz);
+    const auto ast = strides(sz);
+    const int64_t len = sz[size_t(rd)];
+    const double scale = r == "mean" ? constant_value(s, "scaling_factor", 1.0 / double(len)) : 1.0;
+    for (int64_t e = 0; e < n; ++e, next()) {
+      int64_t base = 0;
+      for (size_t i = 0; i < k.size(); ++i) base += k[i] * ast[i];
+      double acc = r == "max" ? -INFINITY : r == "min" ? INFINITY : 0.0;
+      for (int64_t j = 0; j < len; ++j) {
+        const double x = a.v[size_t(base + j * ast[size_t(rd)])];
+        if (r == "max") acc = std::max(acc, x);
+        else if (r == "min") acc = std::min(acc, x);
+        else acc += x;
+      }
+      out.v[size_t(e)] = r == "mean" ? acc * scale : acc;
+    }
+    return out;
+  }
+  if (detail::is_matmul(name) && in.size() == 2) {
+    // out [batch..., M, N]; a [batch..., M, K]; b [batch..., K, N] (dims by name).
+    const size_t r = out.dims.size();
+    if (r < 2) throw Unavailable{"matmul output of rank < 2"};
+    const std::string& mdim = out.dims[r - 2];
+    const std::string& ndim = out.dims[r - 1];
+    const std::string kdim = in[0].dims.back();
+    auto idx = [](const RefTensor& t, const std::string& d) -> int {
+      auto it = std::find(t.dims.begin(), t.dims.end(), d);
+      return it == t.dims.end() ? -1 : int(it - t.dims.begin());
+    };
+    const int ak = idx(in[0], kdim), bk = idx(in[1], kdim);
+    if (ak < 0 || bk < 0 || idx(in[0], ndim) >= 0 || idx(in[1], mdim) >= 0)
+      throw Unavailable{"matmul operands do not have the [M,K] x [K,N] dims"};
+    if (!in[0].have.empty() || !in[1].have.empty()) throw Unavailable{"its input was only sampled"};
+    const int64_t K = in[0].size[size_t(ak)];
+    const auto ast = strides(in[0].size), bst = strides(in[1].size);
+    // Per output dim, the stride in a and b (0 when absent or broadcast).
+    std::vector<int64_t> sa(r, 0), sb(r, 0);
+    for (size_t i = 0; i < r; ++i) {
+      const int ia = idx(in[0], out.dims[i]), ib = idx(in[1], out.dims[i]);
+      if (ia >= 0 && in[0].size[size_t(ia)] != 1) sa[i] = ast[size_t(ia)];
+      if (ib >= 0 && in[1].size[size_t(ib)] != 1) sb[i] = bst[size_t(ib)];
+    }
+    const int64_t ka = ast[size_t(ak)], kb = bst[size_t(bk)];
+    int64_t every = 1;
+    if (uint64_t(n) * uint64_t(K) > opt.full_macs_limit) {
+      every = std::max<int64_t>(1, n / int64_t(std::max<uint64_t>(1, opt.sample_elements)));
+      out.have.assign(size_t(n), 0);
+    }
+    for (int64_t e = 0; e < n; ++e, next()) {
+      if (every > 1 && (e % every) != (e / every) % every) continue;
+      int64_t oa = 0, ob = 0;
+      for (size_t i = 0; i < r; ++i) {
+        oa += k[i] * sa[i];
+        ob += k[i] * sb[i];
+      }
+      double acc = 0;
+      for (int64_t j = 0; j < K; ++j) acc += in[0].v[size_t(oa + j * ka)] * in[1].v[size_t(ob + j * kb)];
+      out.v[size_t(e)] = acc;
+      if (every > 1) out.have[size_t(e)] = 1;
+    }
+    (void)ost;
+    return out;
+  }
+  throw Unavailable{"no double reference for '" + name + "'"};
+}
+
+}  // namespace
+
+double format_epsilon(fmt::DataFormat f) {
+  switch (f) {
+    case fmt::DataFormat::SEN169_FP16: return std::ldexp(1.0, -9);
+    case fmt::DataFormat::IEEE_FP16: return std::ldexp(1.0, -10);
+    case fmt::DataFormat::BFLOAT16: return std::ldexp(1.0, -7);
+    case fmt::DataFormat::IEEE_FP32: return std::ldexp(1.0, -20);
+    case fmt::DataFormat::SEN143_FP8: return std::ldexp(1.0, -3);
+    case fmt::DataFormat::SEN152_FP8: return std::ldexp(1.0, -2);
+    case fmt::DataFormat::SEN153_FP9: return std::ldexp(1.0, -3);
+    default: return 0.0;
+  }
+}
+
+RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
+                    const std::vector<KernelTensor>& kernel, Memory& mem, const RefOptions& opt) {
+  RefResult res;
+  std::map<Key, RefTensor> store;
+  std::map<Key, std::string> broken;  // tensors whose reference could not be computed, and why
+  std::map<uint64_t, const KernelTensor*> input_at;
+  for (const auto& kt : kernel)
+    if (kt.read_first) input_at[kt.info.base] = &kt;
+  for (const auto& r : plan) {
+    const bundle::Sdsc& s = *r.sdsc;
+    for (const auto& op : s.compute_ops) {
+      if (op.outputs.size() != 1) continue;
+      const auto ot = detail::map_tensor(r, op.outputs[0]);
+      const Key okey = key_of(ot);
+      try {
+        const bool red = detail::is_reduction(op.op_func_name);
+        std::vector<RefTensor> in;
+        for (uint32_t i : op.inputs) {
+          if (red && i == op.outputs[0]) continue;
+          const auto t = detail::map_tensor(r, i);
+          const Key key = key_of(t);
+          auto it = store.find(key);
+          if (it == store.end()) {
+            if (auto b = broken.find(key); b != broken.end()) throw Unavailable{b->second};
+            auto ia = t.info.placement == bundle::Placement::hbm ? input_at.find(t.info.base)
+                                                                 : input_at.end();
+            if (ia == input_at.end())
+              throw Unavailable{s.file + ": " + t.info.name + " is read before anything wrote it"};
+            RefTensor x = shaped(t.info);
+            const auto vals = read_tensor(mem, ia->second->info);
+            RefTensor src;
+            src.dims = ia->second->info.dims;
+            src.size = ia->second->info.size;
+            src.v.assign(vals.begin(), vals.end());
+            src.format = ia->second->info.format;
+            x = conform(src, t.info.dims, t.info.size);
+            it = store.emplace(key, std::move(x)).first;
+          }
+          in.push_back(it->second);
+        }
+        RefTensor out = run_op(s, op, in, ot.info, opt);
+        store[okey] = std::move(out);
+        broken.erase(okey);
+      } catch (const Unavailable& u) {
+        store.erase(okey);
+        broken[okey] = u.why.find(": ") != std::string::npos
+                           ? u.why
+                           : s.file + ": '" + op.op_func_name + "': " + u.why;
+      }
+    }
+  }
+  for (const auto& kt : kernel) {
+    if (!kt.written) continue;
+    const Key key{false, kt.info.base, 0};
+    auto it = store.find(key);
+    if (it != store.end()) {
+      try {
+        RefTensor t = it->second.have.empty() ? conform(it->second, kt.info.dims, kt.info.size)
+                                              : it->second;
+        if (!it->second.have.empty() && (t.dims != kt.info.dims || t.size != kt.info.size))
+          throw Unavailable{"sampled output in another dim order"};
+        res.outputs[kt.arg_index] = std::move(t);
+      } catch (const Unavailable& u) {
+        res.unavailable[kt.arg_index] = u.why;
+      }
+    } else {
+      auto b = broken.find(key);
+      res.unavailable[kt.arg_index] = b != broken.end() ? b->second : "not computed";
+    }
+  }
+  return res;
+}
+
+Comparison compare(std::span<const float> device, const RefTensor& ref) {
+  Comparison c;
+  const size_t n = std::min(device.size(), ref.v.size());
+  double ss = 0;
+  uint64_t cnt = 0;
+  for (size_t i = 0; i < n; ++i)
+    if ((ref.have.empty() || ref.have[i]) && std::isfinite(ref.v[i])) {
+      ss += ref.v[i] * ref.v[i];
+      ++cnt;
+    }
+  const double rms = cnt ? std::sqrt(ss / double(cnt)) : 0.0;
+  const double floor = std::ldexp(rms, -6);
+  c.tolerance = std::max(1, ref.depth) * format_epsilon(ref.format);
+  bool ok = device.size() == ref.v.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (!ref.have.empty() && !ref.have[i]) continue;
+    ++c.compared;
+    const double r = ref.v[i], d = double(device[i]);
+    if (std::isnan(r) || std::isnan(d)) {
+      if (std::isnan(r) != std::isnan(d)) ok = false, c.norm_err = INFINITY;
+      continue;
+    }
+    if (std::isinf(r) || std::isinf(d)) {
+      if (r != d) ok = false, c.norm_err = INFINITY;
+      continue;
+    }
+    const double e = std::fabs(d - r);
+    c.max_abs = std::max(c.max_abs, e);
+    if (r != 0) c.max_rel = std::max(c.max_rel, e / std::fabs(r));
+    const double den = std::fabs(r) + floor;
+    c.norm_err = std::max(c.norm_err, den > 0 ? e / den : (e > 0 ? INFINITY : 0.0));
+  }
+  c.pass = ok && c.compared > 0 && c.norm_err <= c.tolerance;
+  return c;
+}
+
+}  // namespace vspyre::exec

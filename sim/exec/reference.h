@@ -1,0 +1,58 @@
+// A double-precision logical reference for a bundle: the same program order, but every op
+// computed in double on logical (host-order) tensors with no device rounding, no stick layout and
+// no vspyre::ops. Kernel inputs are taken as the device holds them (already in the device
+// format), so the comparison measures what the card's arithmetic and rounding add. Only the ops
+// whose reference is simple are covered (elementwise unary/binary, reductions, matmul, copies);
+// a kernel output that depends on anything else is reported as not checked.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sim/exec/exec.h"
+
+namespace vspyre::exec {
+
+struct RefTensor {
+  std::vector<std::string> dims;  // outermost first
+  std::vector<int64_t> size;
+  std::vector<double> v;          // row-major over size
+  std::vector<uint8_t> have;      // empty: every element computed; else 1 where computed
+  int depth = 0;                  // device roundings on the longest path from the inputs
+  fmt::DataFormat format = fmt::DataFormat::INVALID;  // the device format it is rounded to
+};
+
+struct RefOptions {
+  // A matmul with more multiply-accumulates than this computes only a deterministic sample of
+  // its output elements (about `sample_elements` of them).
+  uint64_t full_macs_limit = 1ull << 28;
+  uint64_t sample_elements = 4096;
+};
+
+struct RefResult {
+  std::map<size_t, RefTensor> outputs;       // by kernel argument index
+  std::map<size_t, std::string> unavailable;  // by kernel argument index: why not computed
+};
+
+// Evaluates the bundle. `mem` holds the kernel inputs (written before exec::run); it is only read.
+RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
+                    const std::vector<KernelTensor>& kernel, Memory& mem,
+                    const RefOptions& opt = {});
+
+struct Comparison {
+  uint64_t compared = 0;
+  double max_abs = 0;      // max |device - reference|
+  double max_rel = 0;      // max |device - reference| / |reference| over nonzero references
+  double norm_err = 0;     // max |d - r| / (|r| + 2^-6 rms(r)): what the tolerance bounds
+  double tolerance = 0;    // depth x one unit in the last place of the format (relative)
+  bool pass = false;
+};
+// Compares device values (host order, as read_tensor gives them) with a reference.
+Comparison compare(std::span<const float> device, const RefTensor& ref);
+// Relative precision of one rounding into `f` (2^-fraction bits); 0 for formats without one.
+double format_epsilon(fmt::DataFormat f);
+
+}  // namespace vspyre::exec

@@ -1,0 +1,421 @@
+// The functional executor (sim/exec) on every fixture bundle and on the real spyrecli kernels:
+// inputs are written and outputs read back by this file's own stick-layout addressing (formats.md
+// B.5, from the unmodified SDSC and the bound argument address), and the outputs are compared with
+// exec::reference, a double-precision logical evaluation that uses neither vspyre::ops nor the
+// stick layout.
+#include "catch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/bundle/bundle.h"
+#include "sim/exec/exec.h"
+#include "sim/exec/npy.h"
+#include "sim/exec/reference.h"
+#include "sim/plan/lower.h"
+#include "test_files.h"
+
+namespace fs = std::filesystem;
+using namespace vspyre;
+
+namespace {
+
+const fs::path k_fixtures = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles";
+const fs::path k_data = fs::path(VSPYRE_SHARED_DIR) / "spyre" / "data";
+
+// This test's own addressing of a kernel tensor: byte offset of each stick from the SDSC's
+// allocation layoutDimOrder_ (innermost first), primaryDsInfo_ stick and labeledDs_ scale_.
+struct Addressing {
+  fmt::DataFormat format = fmt::DataFormat::INVALID;
+  std::vector<std::string> host_dims;  // the executor's host order (a naming choice)
+  std::vector<int64_t> host_size;
+  std::vector<int> layout_host;        // per layout dim (innermost first): host axis
+  std::vector<int64_t> layout_stride;  // bytes per step (stick dim: per stick)
+  int stick_layout_dim = 0;
+  int64_t eps = 0;
+  uint64_t base = 0;
+};
+
+Addressing addressing(const bundle::LoadedBundle& truth, const exec::KernelTensor& kt,
+                      uint64_t arg_address) {
+  const bundle::Sdsc& s = truth.sdsc(kt.info.sdsc_file);
+  const bundle::LabeledDs& ds = s.labeled_ds.at(kt.info.lds_idx);
+  const bundle::Allocation* al = s.allocation(kt.info.lds_idx, bundle::Placement::hbm);
+  REQUIRE(al);
+  const bundle::LayoutInfo* li = s.layout_for(ds);
+  REQUIRE(li);
+  REQUIRE(li->stick_dim_order.size() == 1);
+  Addressing a;
+  a.format = exec::to_fmt(ds.format);
+  a.eps = li->stick_size[0];
+  REQUIRE(a.eps * fmt::bits_per_element(a.format) == 128 * 8);
+  a.host_dims = kt.info.dims;
+  a.host_size.assign(a.host_dims.size(), 1);
+  a.base = arg_address;
+  int64_t stride = 128;
+  for (size_t i = 0; i < al->layout_dim_order.size(); ++i) {
+    const std::string& d = al->layout_dim_order[i];
+    const int64_t size = ds.scale.at(i) == 1 ? s.n_of(d) : 1;
+    auto it = std::find(a.host_dims.begin(), a.host_dims.end(), d);
+    REQUIRE(it != a.host_dims.end());
+    const int h = int(it - a.host_dims.begin());
+    a.host_size[size_t(h)] = size;
+    a.layout_host.push_back(h);
+    a.layout_stride.push_back(stride);
+    const bool stick = d == li->stick_dim_order[0];
+    if (stick) a.stick_layout_dim = int(i);
+    stride *= stick ? (size + a.eps - 1) / a.eps : size;
+  }
+  // The executor's logical shape must be the one the SDSC gives.
+  REQUIRE(a.host_size == kt.info.size);
+  return a;
+}
+
+// Calls fn(address, host element offset of lane 0, lanes, host stride of a lane) per stick.
+template <class Fn>
+void for_each_stick(const Addressing& a, Fn&& fn) {
+  const size_t n = a.layout_host.size();
+  std::vector<int64_t> hst(a.host_size.size(), 1);
+  for (size_t i = a.host_size.size() - 1; i-- > 0;) hst[i] = hst[i + 1] * a.host_size[i + 1];
+  std::vector<int64_t> units(n), k(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t sz = a.host_size[size_t(a.layout_host[i])];
+    units[i] = int(i) == a.stick_layout_dim ? (sz + a.eps - 1) / a.eps : sz;
+  }
+  const int sh = a.layout_host[size_t(a.stick_layout_dim)];
+  for (;;) {
+    uint64_t addr = a.base;
+    int64_t host = 0, lanes = 0;
+    for (size_t i = 0; i < n; ++i) {
+      addr += uint64_t(k[i] * a.layout_stride[i]);
+      const int64_t coord = int(i) == a.stick_layout_dim ? k[i] * a.eps : k[i];
+      host += coord * hst[size_t(a.layout_host[i])];
+      if (int(i) == a.stick_layout_dim) lanes = std::min(a.eps, a.host_size[size_t(sh)] - coord);
+    }
+    fn(addr, host, lanes, hst[size_t(sh)]);
+    size_t i = 0;
+    for (; i < n; ++i) {
+      if (++k[i] < units[i]) break;
+      k[i] = 0;
+    }
+    if (i == n) break;
+  }
+}
+
+void put(exec::Memory& mem, const Addressing& a, const std::vector<float>& v) {
+  std::vector<float> lane(size_t(a.eps));
+  uint8_t stick[128];
+  for_each_stick(a, [&](uint64_t addr, int64_t host, int64_t lanes, int64_t st) {
+    std::fill(lane.begin(), lane.end(), 0.0f);
+    for (int64_t l = 0; l < lanes; ++l) lane[size_t(l)] = v[size_t(host + l * st)];
+    std::memset(stick, 0, sizeof stick);
+    fmt::convert(fmt::DataFormat::IEEE_FP32, lane.data(), a.format, stick, size_t(lanes));
+    mem.write(addr, stick, 128);
+  });
+}
+
+std::vector<float> get(exec::Memory& mem, const Addressing& a) {
+  int64_t n = 1;
+  for (int64_t s : a.host_size) n *= s;
+  std::vector<float> v(size_t(n), NAN);
+  std::vector<float> lane(size_t(a.eps));
+  uint8_t stick[128];
+  for_each_stick(a, [&](uint64_t addr, int64_t host, int64_t lanes, int64_t st) {
+    mem.read(addr, stick, 128);
+    fmt::convert(a.format, stick, fmt::DataFormat::IEEE_FP32, lane.data(), size_t(lanes));
+    for (int64_t l = 0; l < lanes; ++l) v[size_t(host + l * st)] = lane[size_t(l)];
+  });
+  return v;
+}
+
+std::vector<float> random_values(uint64_t seed, size_t n) {
+  std::vector<float> v(n);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& f : v) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    f = float(double(x >> 11) * 0x1.0p-53 * 4.0 - 2.0);  // [-2, 2)
+  }
+  return v;
+}
+
+struct Outcome {
+  int checked = 0, passed = 0;
+  std::string report;
+  std::map<size_t, std::vector<float>> outputs;
+  uint64_t macs = 0;
+};
+
+// Runs `device` (possibly corrupted) with inputs/outputs addressed through `truth`'s layouts.
+Outcome check(const bundle::LoadedBundle& truth, const bundle::LoadedBundle& device,
+              uint64_t seed = 7) {
+  const bundle::Bindings b = plan::default_bindings(truth);
+  const auto plan_truth = bundle::resolve(truth, b);
+  const auto plan_dev = bundle::resolve(device, b);
+  const auto kts = exec::kernel_tensors(truth, plan_truth, b);
+  exec::SparseMemory mem;
+  size_t n_in = 0, n_out = 0;
+  std::map<size_t, Addressing> addr;
+  for (const auto& kt : kts) {
+    addr.emplace(kt.arg_index, addressing(truth, kt, b.args[kt.arg_index]));
+    // The executor's base for the argument is the bound address.
+    CHECK(kt.info.base == b.args[kt.arg_index]);
+    if (kt.read_first) {
+      ++n_in;
+      put(mem, addr.at(kt.arg_index), random_values(seed + kt.arg_index, size_t(kt.info.numel())));
+    }
+    if (kt.written) ++n_out;
+  }
+  REQUIRE(n_in >= 1);
+  REQUIRE(n_out >= 1);
+  const exec::RefResult ref = exec::reference(plan_truth, kts, mem);
+  const exec::ExecStats st = exec::run(device, plan_dev, mem);
+  Outcome o;
+  o.macs = st.macs;
+  for (const auto& kt : kts) {
+    if (!kt.written) continue;
+    const auto out = get(mem, addr.at(kt.arg_index));
+    o.outputs[kt.arg_index] = out;
+    auto it = ref.outputs.find(kt.arg_index);
+    if (it == ref.outputs.end()) {
+      o.report += " arg" + std::to_string(kt.arg_index) + ": no reference (" +
+                  (ref.unavailable.count(kt.arg_index) ? ref.unavailable.at(kt.arg_index) : "?") + ")";
+      continue;
+    }
+    const exec::Comparison c = exec::compare(out, it->second);
+    ++o.checked;
+    if (c.pass) ++o.passed;
+    o.report += " arg" + std::to_string(kt.arg_index) + ": err " + std::to_string(c.norm_err) +
+                " tol " + std::to_string(c.tolerance) + " max_abs " + std::to_string(c.max_abs) +
+                " n " + std::to_string(c.compared) + (c.pass ? " PASS" : " FAIL");
+  }
+  return o;
+}
+
+uint64_t fixture_macs(const bundle::LoadedBundle& lb) {
+  uint64_t macs = 0;
+  for (const auto& [_, s] : lb.sdscs)
+    for (const auto& op : s.compute_ops)
+      if (op.op_func_name.rfind("batchmatmul", 0) == 0) {
+        uint64_t m = 1;
+        for (const auto& [d, n] : s.n) m *= uint64_t(n);
+        macs += m;
+      }
+  return macs;
+}
+
+std::vector<fs::path> fixture_dirs() {
+  std::vector<fs::path> v;
+  for (const auto& e : fs::directory_iterator(k_fixtures))
+    if (e.is_directory() && fs::exists(e.path() / "bundle.mlir")) v.push_back(e.path());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+constexpr uint64_t k_fast_macs = 1ull << 33;  // larger matmul fixtures are in the [.slow] test
+
+// A spyrecli kernel from the shared data, assembled into a temp directory.
+struct SharedBundle {
+  testing::TempDir tmp;
+  SharedBundle(const std::string& kernel, int sdscs) {
+    fs::copy_file(k_data / ("spyrecli_" + kernel + "_bundle.mlir"), tmp.dir / "bundle.mlir");
+    for (int i = 0; i < sdscs; ++i)
+      fs::copy_file(k_data / ("spyrecli_" + kernel + "_sdsc_" + std::to_string(i) + ".json"),
+                    tmp.dir / ("sdsc_" + std::to_string(i) + ".json"));
+  }
+};
+
+std::string corrupt_layout(std::string json_text, uint32_t lds) {
+  auto j = nlohmann::ordered_json::parse(json_text);
+  auto& dsc = j.begin().value()["dscs_"][0].begin().value();
+  for (auto& node : dsc["scheduleTree_"])
+    if (node.value("ldsIdx_", -1) == int(lds) && node.contains("layoutDimOrder_")) {
+      auto& l = node["layoutDimOrder_"];
+      std::reverse(l.begin(), l.end());
+    }
+  return j.dump();
+}
+
+}  // namespace
+
+TEST_CASE("exec: every fixture bundle computes outputs that match a double reference", "[exec]") {
+  int bundles = 0, skipped = 0;
+  for (const auto& dir : fixture_dirs()) {
+    const auto lb = bundle::load_bundle(dir);
+    if (fixture_macs(lb) > k_fast_macs) {
+      ++skipped;
+      continue;
+    }
+    INFO(dir.filename().string());
+    const Outcome o = check(lb, lb);
+    INFO(o.report);
+    CHECK(o.checked >= 1);
+    CHECK(o.passed == o.checked);
+    ++bundles;
+  }
+  CHECK(bundles >= 20);
+  WARN(std::to_string(skipped) + " large matmul fixtures are in the hidden test "
+       "'exec: the large matmul fixtures compute their outputs'");
+}
+
+TEST_CASE("exec: the large matmul fixtures compute their outputs", "[exec][.slow]") {
+  for (const auto& dir : fixture_dirs()) {
+    const auto lb = bundle::load_bundle(dir);
+    if (fixture_macs(lb) <= k_fast_macs) continue;
+    INFO(dir.filename().string());
+    const Outcome o = check(lb, lb);
+    INFO(o.report);
+    CHECK(o.checked >= 1);
+    CHECK(o.passed == o.checked);
+  }
+}
+
+TEST_CASE("exec: the real spyrecli kernels compute outputs that match a double reference", "[exec]") {
+  if (!fs::is_directory(k_data)) {
+    WARN("skipped: spyre data folder absent: " << k_data.string());
+    return;
+  }
+  const std::pair<const char*, int> kernels[] = {
+      {"mm", 1}, {"bmm", 1}, {"add_3d", 1}, {"mean_keepdim", 1}, {"softmax", 6}};
+  for (const auto& [k, n] : kernels) {
+    INFO(k);
+    SharedBundle sb(k, n);
+    const auto lb = bundle::load_bundle(sb.tmp.dir);
+    const Outcome o = check(lb, lb);
+    INFO(o.report);
+    CHECK(o.checked >= 1);
+    CHECK(o.passed == o.checked);
+  }
+}
+
+TEST_CASE("exec: a corrupted output layout is caught", "[exec]") {
+  // One core: the corrupted layout still gives a consistent tensor base, so the executor writes
+  // the output sticks in the wrong order and the comparison must fail.
+  const fs::path dir = k_fixtures / "softmax_512x1024_baseline";
+  const auto truth = bundle::load_bundle(dir);
+  const std::string last = "sdsc_4.json";
+  std::map<std::string, std::string> texts;
+  for (const auto& [name, _] : truth.sdscs)
+    texts[name] = testing::slurp(dir / name);
+  const bundle::Sdsc& s4 = truth.sdsc(last);
+  REQUIRE(s4.compute_ops.size() == 1);
+  texts[last] = corrupt_layout(texts[last], s4.compute_ops[0].outputs[0]);
+  const auto bad = bundle::load_bundle_from_memory(testing::slurp(dir / "bundle.mlir"), "bundle.mlir", texts);
+  const Outcome good = check(truth, truth);
+  CHECK(good.passed == good.checked);
+  const Outcome o = check(truth, bad);
+  INFO(o.report);
+  CHECK(o.checked == 1);
+  CHECK(o.passed == 0);
+
+  // 32 cores: the per-core addresses no longer fit one tensor; the executor says so.
+  const fs::path d32 = k_fixtures / "add_2048x1024_c32";
+  const auto t32 = bundle::load_bundle(d32);
+  std::map<std::string, std::string> x;
+  x["sdsc_0.json"] = corrupt_layout(testing::slurp(d32 / "sdsc_0.json"),
+                                    t32.sdsc("sdsc_0.json").compute_ops[0].outputs[0]);
+  const auto b32 = bundle::load_bundle_from_memory(testing::slurp(d32 / "bundle.mlir"), "bundle.mlir", x);
+  try {
+    check(t32, b32);
+    FAIL("expected an ExecError");
+  } catch (const exec::ExecError& e) {
+    CHECK(std::string(e.what()).find("sdsc_0.json") != std::string::npos);
+    CHECK(std::string(e.what()).find("do not fit one tensor") != std::string::npos);
+  }
+}
+
+TEST_CASE("exec: same seed gives bit-identical outputs, another seed different ones", "[exec]") {
+  const auto lb = bundle::load_bundle(k_fixtures / "softmax_512x1024_lx_input_4core");
+  const Outcome a = check(lb, lb, 11), b = check(lb, lb, 11), c = check(lb, lb, 12);
+  REQUIRE(a.outputs.size() == 1);
+  const auto& va = a.outputs.begin()->second;
+  const auto& vb = b.outputs.begin()->second;
+  const auto& vc = c.outputs.begin()->second;
+  CHECK(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(va.data(), vc.data(), va.size() * sizeof(float)) != 0);
+}
+
+TEST_CASE("exec: an op the executor cannot compute is named with its SDSC file", "[exec]") {
+  const fs::path dir = k_fixtures / "neg_2048x1024_c32";
+  std::string t = testing::slurp(dir / "sdsc_0.json");
+  const auto p = t.find("\"neg\"");
+  REQUIRE(p != std::string::npos);
+  // maskbyindex is in the SDSC catalogue (the loader accepts it) but has no semantics here.
+  std::string u = t;
+  size_t q = 0;
+  while ((q = u.find("\"opFuncName\": \"neg\"", q)) != std::string::npos) u.replace(q, 19, "\"opFuncName\": \"maskbyindex\"");
+  REQUIRE(u != t);
+  std::map<std::string, std::string> x{{"sdsc_0.json", u}};
+  bundle::LoadedBundle lb;
+  try {
+    lb = bundle::load_bundle_from_memory(testing::slurp(dir / "bundle.mlir"), "bundle.mlir", x);
+  } catch (const bundle::LoadError& e) {
+    FAIL(std::string("loader rejected the modified SDSC: ") + e.what());
+  }
+  const auto b = plan::default_bindings(lb);
+  const auto plan = bundle::resolve(lb, b);
+  exec::SparseMemory mem;
+  try {
+    exec::run(lb, plan, mem);
+    FAIL("expected an ExecError");
+  } catch (const exec::ExecError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("sdsc_0.json") != std::string::npos);
+    CHECK(m.find("maskbyindex") != std::string::npos);
+  }
+}
+
+TEST_CASE("exec: kernel tensors of a matmul have the logical shapes of the SDSC", "[exec]") {
+  const auto lb = bundle::load_bundle(k_fixtures / "mm_2048x512x2048_c32");
+  const auto b = plan::default_bindings(lb);
+  const auto plan = bundle::resolve(lb, b);
+  const auto kts = exec::kernel_tensors(lb, plan, b);
+  REQUIRE(kts.size() == 3);
+  const auto& s = lb.sdscs.begin()->second;
+  const int64_t M = s.n_of("mb"), K = s.n_of("in"), N = s.n_of("out");
+  CHECK(kts[0].read_first);
+  CHECK(kts[1].read_first);
+  CHECK(kts[2].written);
+  CHECK_FALSE(kts[2].read_first);
+  CHECK(kts[0].info.size == std::vector<int64_t>{M, K});
+  CHECK(kts[1].info.size == std::vector<int64_t>{K, N});
+  CHECK(kts[2].info.size == std::vector<int64_t>{M, N});
+}
+
+TEST_CASE("exec: SparseMemory reads zeros where nothing was written and spans pages", "[exec]") {
+  exec::SparseMemory m;
+  std::vector<uint8_t> w(200000);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = uint8_t(i * 7 + 3);
+  m.write(65536 - 100, w.data(), w.size());
+  std::vector<uint8_t> r(w.size() + 200);
+  m.read(65536 - 200, r.data(), r.size());
+  for (size_t i = 0; i < 100; ++i) CHECK(r[i] == 0);
+  CHECK(std::memcmp(r.data() + 100, w.data(), w.size()) == 0);
+  for (size_t i = w.size() + 100; i < r.size(); ++i) CHECK(r[i] == 0);
+}
+
+TEST_CASE("exec: npy files round-trip and bad ones are rejected by name", "[exec]") {
+  testing::TempDir tmp;
+  const std::vector<float> v{1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -1.0f};
+  const std::vector<int64_t> shape{2, 3};
+  const auto f = tmp.dir / "a.npy";
+  exec::write_npy(f, v, shape);
+  const auto a = exec::read_npy(f);
+  CHECK(a.shape == shape);
+  CHECK(a.values == v);
+  const std::string bad = tmp.write("bad.npy", "not numpy");
+  try {
+    exec::read_npy(bad);
+    FAIL("expected an ExecError");
+  } catch (const exec::ExecError& e) {
+    CHECK(std::string(e.what()).find("bad.npy") != std::string::npos);
+  }
+}
