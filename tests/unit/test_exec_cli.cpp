@@ -1,0 +1,132 @@
+// `vspyre run` with data on: JSON data section, --out .npy files, --seed determinism, --input,
+// --no-data and bad input. Runs the real binary ($VSPYRE_BIN).
+#include "catch.h"
+#include "test_files.h"
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/exec/npy.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using vspyre::testing::slurp;
+using vspyre::testing::TempDir;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string q(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+Result vspyre_run(const std::vector<std::string>& args) {
+  const char* b = std::getenv("VSPYRE_BIN");
+  REQUIRE(b != nullptr);
+  TempDir t;
+  std::string cmd = q(b) + " run";
+  for (const auto& a : args) cmd += " " + q(a);
+  cmd += " >" + q((t.dir / "o").string()) + " 2>" + q((t.dir / "e").string()) + " </dev/null";
+  const int st = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(st));
+  Result r{WEXITSTATUS(st), slurp(t.dir / "o"), slurp(t.dir / "e")};
+  UNSCOPED_INFO("command: " << cmd << "\nexit " << r.code << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
+  return r;
+}
+
+std::string fixture(const char* name) {
+  return (fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles" / name).string();
+}
+
+}  // namespace
+
+TEST_CASE("exec cli: run computes data by default and reports the check", "[exec][cli]") {
+  const Result r = vspyre_run({fixture("softmax_512x1024_lx_input_4core"), "--json"});
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j.contains("data"));
+  const json& d = j["data"];
+  CHECK(d["all_pass"] == true);
+  CHECK(d["ops"] == 6);
+  CHECK(d["seed"] == 1);
+  REQUIRE(d["tensors"].size() == 2);
+  CHECK(d["tensors"][0]["role"] == "input");
+  CHECK(d["tensors"][1]["role"] == "output");
+  CHECK(d["tensors"][1]["check"]["result"] == "PASS");
+  CHECK(d["tensors"][1]["check"]["max_rel_err"].get<double>() > 0);  // DL16 rounds
+  CHECK(j["kernel_time_us"].get<double>() > 0);
+
+  const Result t = vspyre_run({fixture("add_2048x1024_c32")});
+  REQUIRE(t.code == 0);
+  CHECK(t.out.find("data check: PASS") != std::string::npos);
+}
+
+TEST_CASE("exec cli: --no-data is timing only", "[exec][cli]") {
+  const Result r = vspyre_run({fixture("neg_2048x1024_c32"), "--json", "--no-data"});
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK_FALSE(j.contains("data"));
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("exec cli: --out writes npy files and the same seed gives identical bytes", "[exec][cli]") {
+  TempDir a, b, c;
+  const std::string f = fixture("relu_neg_shuffle");
+  REQUIRE(vspyre_run({f, "--out", a.dir.string(), "--seed", "5"}).code == 0);
+  REQUIRE(vspyre_run({f, "--out", b.dir.string(), "--seed", "5"}).code == 0);
+  REQUIRE(vspyre_run({f, "--out", c.dir.string(), "--seed", "6"}).code == 0);
+  for (const char* n : {"arg0_input.npy", "arg1_output.npy"}) {
+    INFO(n);
+    REQUIRE(fs::exists(a.dir / n));
+    CHECK(slurp(a.dir / n) == slurp(b.dir / n));
+    CHECK(slurp(a.dir / n) != slurp(c.dir / n));
+  }
+  // relu(neg(x)) = max(-x, 0), exact in DL16.
+  const auto x = vspyre::exec::read_npy(a.dir / "arg0_input.npy");
+  const auto y = vspyre::exec::read_npy(a.dir / "arg1_output.npy");
+  REQUIRE(x.values.size() == y.values.size());
+  CHECK(x.shape == y.shape);
+  size_t bad = 0;
+  for (size_t i = 0; i < x.values.size(); ++i) bad += y.values[i] != std::max(-x.values[i], 0.0f);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("exec cli: --input feeds a kernel input from a .npy file", "[exec][cli]") {
+  TempDir t;
+  const std::string f = fixture("neg_2048x1024_c32");
+  std::vector<float> v(size_t(2048) * 1024);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(int(i % 1000) - 500) / 8.0f;  // exact in DL16
+  vspyre::exec::write_npy(t.dir / "x.npy", v, std::vector<int64_t>{2048, 1024});
+  const fs::path out = t.dir / "out";
+  const Result r = vspyre_run({f, "--input", "arg0=" + (t.dir / "x.npy").string(), "--out", out.string()});
+  REQUIRE(r.code == 0);
+  const auto y = vspyre::exec::read_npy(out / "arg1_output.npy");
+  REQUIRE(y.values.size() == v.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < v.size(); ++i) bad += y.values[i] != -v[i];
+  CHECK(bad == 0);
+
+  vspyre::exec::write_npy(t.dir / "small.npy", std::vector<float>{1, 2, 3}, std::vector<int64_t>{3});
+  const Result e = vspyre_run({f, "--input", "arg0=" + (t.dir / "small.npy").string()});
+  CHECK(e.code == 1);
+  CHECK(e.err.find("does not match arg0") != std::string::npos);
+  const Result n = vspyre_run({f, "--input", "arg7=" + (t.dir / "x.npy").string()});
+  CHECK(n.code == 1);
+  CHECK(n.err.find("not a kernel input (inputs: arg0)") != std::string::npos);
+  const Result s = vspyre_run({f, "--seed", "-3"});
+  CHECK(s.code == 1);
+  CHECK(s.err.find("--seed") != std::string::npos);
+}
