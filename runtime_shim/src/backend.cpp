@@ -1,12 +1,14 @@
-// Sparse host-side device memory (the stand-in for the SystemC card).
+// Sparse host-side device memory (the data store of every backend).
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
+#include "kernel.h"
 #include "shim_internal.h"
 
 namespace vspyre::shim {
 
+DeviceBackend::DeviceBackend() : kernels_(std::make_shared<KernelCache>()) {}
 DeviceBackend::~DeviceBackend() = default;
 
 void DeviceBackend::fill(uint64_t dmva, size_t n, const void* pattern, size_t pattern_bytes) {
@@ -84,12 +86,6 @@ void SparseBackend::discard(uint64_t dmva, size_t n) {
       ++it;
     }
   }
-}
-
-void SparseBackend::launch(const ComputeLaunch& l) {
-  throw std::runtime_error("flex: Compute launch of '" + l.name +
-                           "' failed: kernels are not wired to the virtual card yet (vspyre "
-                           "runtime shim, sparse backend)");
 }
 
 size_t SparseBackend::residentPages() const {

@@ -121,8 +121,10 @@ fmt::StridedNest to_nest(const data_conversion_stride_info& n, int64_t src_base,
   return s;
 }
 
+uint64_t stream_key(const detail::StreamImpl* s);
+
 // Prepares one DMA: validates at launch, snapshots the H2D source, returns the operation.
-detail::Op make_dma(detail::ContextImpl& ctx, DmaParams* p, bool to_device) {
+detail::Op make_dma(detail::ContextImpl& ctx, DmaParams* p, bool to_device, uint64_t key) {
   const char* op = to_device ? "H2D" : "D2H";
   if (!p) throw std::invalid_argument(std::string("flex: launchOperation") + op + ": null params");
   if (p->to_device != to_device)
@@ -142,9 +144,15 @@ detail::Op make_dma(detail::ContextImpl& ctx, DmaParams* p, bool to_device) {
     if (to_device) {
       auto snap = std::make_shared<std::vector<uint8_t>>(
           static_cast<const uint8_t*>(p->host), static_cast<const uint8_t*>(p->host) + p->size);
-      result.run = [backend, dev, snap] { backend->write(dev.dmva, snap->data(), snap->size()); };
+      result.run = [backend, dev, snap, key] {
+        backend->write(dev.dmva, snap->data(), snap->size());
+        backend->transferTime(key, true, snap->size());
+      };
     } else {
-      result.run = [backend, dev, host = p->host, n = p->size] { backend->read(dev.dmva, host, n); };
+      result.run = [backend, dev, host = p->host, n = p->size, key] {
+        backend->read(dev.dmva, host, n);
+        backend->transferTime(key, false, n);
+      };
     }
     return result;
   }
@@ -182,23 +190,29 @@ detail::Op make_dma(detail::ContextImpl& ctx, DmaParams* p, bool to_device) {
     const ByteRange hb = bytes_of(src_f, se);
     auto snap = std::make_shared<std::vector<uint8_t>>(
         static_cast<const uint8_t*>(p->host) + hb.lo, static_cast<const uint8_t*>(p->host) + hb.hi);
-    result.run = [backend, dev, dev_b, hb, snap, nests, src_f, dst_f] {
+    result.run = [backend, dev, dev_b, hb, snap, nests, src_f, dst_f, key] {
       std::vector<uint8_t> stage(dev_b.hi - dev_b.lo);
       backend->read(dev.dmva + dev_b.lo, stage.data(), stage.size());
       for (const auto& n : nests->dcsi_)
         fmt::convert_nest(src_f, snap->data(), dst_f, stage.data(),
                           to_nest(n, hb.base_elem, dev_b.base_elem));
       backend->write(dev.dmva + dev_b.lo, stage.data(), stage.size());
+      backend->transferTime(key, true, stage.size());  // the device-format bytes cross PCIe
     };
   } else {
-    result.run = [backend, dev, dev_b, host = p->host, nests, src_f, dst_f] {
+    result.run = [backend, dev, dev_b, host = p->host, nests, src_f, dst_f, key] {
       std::vector<uint8_t> stage(dev_b.hi - dev_b.lo);
       backend->read(dev.dmva + dev_b.lo, stage.data(), stage.size());
+      backend->transferTime(key, false, stage.size());
       for (const auto& n : nests->dcsi_)
         fmt::convert_nest(src_f, stage.data(), dst_f, host, to_nest(n, dev_b.base_elem, 0));
     };
   }
   return result;
+}
+
+uint64_t stream_key(const detail::StreamImpl* s) {
+  return (s->ctx->serial << 32) | static_cast<uint32_t>(s->id);
 }
 
 // Errors found at launch surface at synchronize(), in stream order.
@@ -224,11 +238,11 @@ uint64_t launch_checked(detail::StreamImpl* s, Make&& make) {
 }  // namespace
 
 uint64_t RuntimeStream::launchOperationH2D(DmaParams* params) {
-  return launch_checked(impl_, [&] { return make_dma(*impl_->ctx, params, true); });
+  return launch_checked(impl_, [&] { return make_dma(*impl_->ctx, params, true, stream_key(impl_)); });
 }
 
 uint64_t RuntimeStream::launchOperationD2H(DmaParams* params) {
-  return launch_checked(impl_, [&] { return make_dma(*impl_->ctx, params, false); });
+  return launch_checked(impl_, [&] { return make_dma(*impl_->ctx, params, false, stream_key(impl_)); });
 }
 
 uint64_t RuntimeStream::launchOperationCompute(ComputeParams* params) {
@@ -248,6 +262,12 @@ uint64_t RuntimeStream::launchOperationCompute(ComputeParams* params) {
       const Resolved r = resolve(ctx, t, "Compute (tensor)");
       l.tensors.emplace_back(r.dmva, r.size);
     }
+    l.stream_key = stream_key(impl_);
+    l.find_live = [core = ctx.core](uint64_t dmva) -> std::optional<vspyre::shim::LiveAllocation> {
+      auto r = core->findLive(dmva);
+      if (!r) return std::nullopt;
+      return vspyre::shim::LiveAllocation{r->base, r->size};
+    };
     detail::Op op;
     op.run = [backend = ctx.backend, l = std::move(l)] { backend->launch(l); };
     return op;

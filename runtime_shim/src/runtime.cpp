@@ -1,5 +1,6 @@
 // Runtime context, stream engine, device enumeration, operation parameters.
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <set>
@@ -59,7 +60,12 @@ std::ostream& operator<<(std::ostream& os, const RuntimeStatus& s) {
 
 namespace detail {
 
-ContextImpl::ContextImpl(const vspyre::shim::ContextOptions& o) : opts(o), device_id(o.device_id) {
+namespace {
+std::atomic<uint64_t> g_context_serial{0};
+}
+
+ContextImpl::ContextImpl(const vspyre::shim::ContextOptions& o)
+    : opts(o), serial(++g_context_serial), device_id(o.device_id) {
   backend = opts.backend ? opts.backend : std::make_shared<vspyre::shim::SparseBackend>();
   core = std::make_shared<AllocatorCore>(opts.capacity_bytes, backend);
   allocator = std::make_shared<FlexAllocator>(core);
@@ -322,6 +328,12 @@ namespace vspyre::shim {
 
 ContextOptions optionsFromEnvironment() {
   ContextOptions o;
+  const char* card = std::getenv("VSPYRE_SHIM_CARD");
+  if (!card || std::string(card) != "0") {
+    auto b = std::make_shared<CardBackend>();  // throws when the card config is bad
+    o.capacity_bytes = b->memoryCapacity();
+    o.backend = std::move(b);
+  }
   for (const char* name : {"FLEX_MOCK_DEVICE_MEMORY_SIZE", "VSPYRE_DEVICE_MEMORY_BYTES"}) {
     if (const char* v = std::getenv(name); v && *v) {
       char* end = nullptr;

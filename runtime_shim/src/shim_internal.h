@@ -19,20 +19,41 @@
 
 namespace vspyre::shim {
 
+// A live device allocation: [base, base + size).
+struct LiveAllocation {
+  uint64_t base = 0;
+  uint64_t size = 0;
+};
+
 // One Compute launch as the device sees it (addresses are DMVAs).
 struct ComputeLaunch {
-  uint64_t program_dmva = 0;
+  uint64_t program_dmva = 0;  // the whole program allocation (job_allocation[0])
   uint64_t program_size = 0;
-  uint64_t bootstrap_offset = 0;
+  uint64_t bootstrap_offset = 0;  // where the job binary starts in it
   std::string name;
-  std::vector<std::pair<uint64_t, uint64_t>> tensors;  // (dmva, bytes), argument order
+  std::vector<std::pair<uint64_t, uint64_t>> tensors;  // (dmva, bytes), argument order; empty
+                                                       // in symbolic mode (the blob has them)
+  uint64_t stream_key = 0;  // identifies the stream (timelines in simulated time)
+  // The live allocation containing a DMVA (argument checks); unset: no checks.
+  std::function<std::optional<LiveAllocation>(uint64_t)> find_live;
 };
+
+// What a kernel launch did, for tests and the trace.
+struct KernelReport {
+  std::string kernel;     // program image's kernel name
+  double start_ps = 0, end_ps = 0;  // simulated time (0, 0 without a card)
+  double kernel_ps = 0;   // the plan runner's kernel time
+  uint64_t executions = 0, ops = 0;  // functional execution (sim/exec)
+};
+
+struct KernelCache;
 
 // Where device memory and kernels live. The shim only talks to the card through this: today a
 // sparse host-side store, later the SystemC card model (PCIe timing, kernel execution).
 // Implementations must be thread-safe; calls for one stream arrive in that stream's order.
 class FLEX_API DeviceBackend {
  public:
+  DeviceBackend();
   virtual ~DeviceBackend();
   virtual void write(uint64_t dmva, const void* src, size_t n) = 0;
   virtual void read(uint64_t dmva, void* dst, size_t n) = 0;
@@ -40,8 +61,17 @@ class FLEX_API DeviceBackend {
   virtual void fill(uint64_t dmva, size_t n, const void* pattern, size_t pattern_bytes);
   // The range's contents become zero (allocation and free).
   virtual void discard(uint64_t dmva, size_t n) = 0;
+  // Simulated time of one host<->device transfer of `bytes` (device-format bytes) on a stream.
+  // Called after the data moved. Default: no time model.
+  virtual void transferTime(uint64_t stream_key, bool to_device, uint64_t bytes);
   // Runs a kernel; throws on failure (the error is deferred to the stream's synchronize()).
-  virtual void launch(const ComputeLaunch& launch) = 0;
+  // Default: the functional part only -- the program is identified from device memory, its
+  // arguments bound from the tensor list or the correction blob, and sim/exec computes the
+  // results in this backend's memory. No simulated time.
+  virtual KernelReport launch(const ComputeLaunch& launch);
+
+ protected:
+  std::shared_ptr<KernelCache> kernels_;  // decoded programs, by image hash
 };
 
 // Device memory as 64 KiB pages created on first write; absent pages read as zero.
@@ -52,13 +82,39 @@ class FLEX_API SparseBackend : public DeviceBackend {
   void read(uint64_t dmva, void* dst, size_t n) override;
   void fill(uint64_t dmva, size_t n, const void* pattern, size_t pattern_bytes) override;
   void discard(uint64_t dmva, size_t n) override;
-  void launch(const ComputeLaunch& launch) override;
   size_t residentPages() const;
 
  private:
   mutable std::mutex mutex_;
   std::map<uint64_t, std::unique_ptr<uint8_t[]>> pages_;
 };
+
+// The virtual card (SystemC) behind a backend: one per process, on a thread of its own.
+// Sparse memory for the data, the card for simulated time (PCIe transfers, kernels).
+class FLEX_API CardBackend : public SparseBackend {
+ public:
+  CardBackend();  // starts (or joins) the process's card; throws when the config is bad
+  void transferTime(uint64_t stream_key, bool to_device, uint64_t bytes) override;
+  KernelReport launch(const ComputeLaunch& launch) override;
+  uint64_t memoryCapacity() const;  // the card config's device memory, bytes
+};
+
+// The process's card, for tests and tools.
+struct CardStats {
+  std::string config;                 // the YAML the card was built from
+  double clock_ps = 0;                // latest end of anything the card did
+  uint64_t h2d_transfers = 0, d2h_transfers = 0, h2d_bytes = 0, d2h_bytes = 0;
+  double h2d_busy_ps = 0, d2h_busy_ps = 0;  // sum of transfer durations
+  uint64_t kernels = 0;
+  double kernel_ps = 0;               // sum of kernel times
+  KernelReport last_kernel;
+};
+// Null when no card has been started in this process.
+FLEX_API std::optional<CardStats> cardStats();
+// Writes the VSPYRE_TRACE file now (it is also written at process exit). False when off.
+FLEX_API bool flushTrace();
+// Stops the card thread (queued card work fails with a "shut down" error). Runs at exit.
+FLEX_API void shutdownCard();
 
 struct ContextOptions {
   uint64_t capacity_bytes = uint64_t{128} << 30;  // device memory
@@ -68,7 +124,8 @@ struct ContextOptions {
 };
 
 // Options from the environment: FLEX_MOCK_DEVICE_MEMORY_SIZE / VSPYRE_DEVICE_MEMORY_BYTES
-// (bytes), VSPYRE_SHIM_WORKERS.
+// (bytes; default: the card's memory), VSPYRE_SHIM_WORKERS, VSPYRE_SHIM_CARD (0: no card,
+// a SparseBackend without time; default: the card).
 FLEX_API ContextOptions optionsFromEnvironment();
 // A private runtime context (tests); getFlexRuntimeContext() returns the process one.
 FLEX_API std::shared_ptr<flex::RuntimeContext> createRuntimeContext(const ContextOptions& opts);
@@ -145,6 +202,7 @@ class ContextImpl {
   void drain(StreamImpl* s, std::unique_lock<std::mutex>& lk);
 
   vspyre::shim::ContextOptions opts;
+  const uint64_t serial;  // distinct per context: stream keys are (serial << 32) | stream id
   std::shared_ptr<vspyre::shim::DeviceBackend> backend;
   std::shared_ptr<AllocatorCore> core;
   std::shared_ptr<FlexAllocator> allocator;

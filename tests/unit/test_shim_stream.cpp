@@ -237,7 +237,7 @@ TEST_CASE("shim: errors are deferred to synchronize and later work still runs in
   CHECK(s->query());
 }
 
-TEST_CASE("shim: Compute on the sparse backend reports a deferred not-wired error") {
+TEST_CASE("shim: Compute of a program that is not a vspyre program image fails at synchronize") {
   auto ctx = make_context();
   auto* s = ctx->getDefaultStream();
   auto prog = ctx->getAllocator()->allocate(4096, flex::AllocationDirective(flex::PlacementPolicy::Bind, {0},
@@ -247,7 +247,12 @@ TEST_CASE("shim: Compute on the sparse backend reports a deferred not-wired erro
   cp->pipeline_barrier = true;
   s->launchOperationCompute(cp);
   flex::destroyComputeParams(cp);
-  CHECK(has(error_of([&] { s->synchronize(); }), "not wired"));
+  const std::string e = error_of([&] { s->synchronize(); });
+  CHECK(has(e, "Compute 'bundle.mlir#0'"));
+  CHECK(has(e, "not a vspyre program image"));
+  CHECK(has(e, "magic"));
+  // The stream stays usable.
+  s->synchronize();
 }
 
 TEST_CASE("shim: stress 8 threads by 16 streams by 2000 ops completes every op once and in order") {

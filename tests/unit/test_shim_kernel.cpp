@@ -1,0 +1,499 @@
+// The SpyreCode job on the virtual card (issue 5), replaying torch-spyre's call sequence
+// (prepare_kernel.cpp, job_plan.cpp) against libflex with the card backend: dxp_standalone,
+// JobPreparationPlan (Allocate, InitTransfer), then per launch the JobExecPlan (host-callback
+// program correction, H2D of the blob, Compute with no tensor list), D2H of the result checked
+// against a host reference; the card's clock against `vspyre run --no-data`; PCIe time of H2D
+// and D2H; VSPYRE_CONFIG and VSPYRE_TRACE.
+#include "catch.h"
+#include "shim_test_util.h"
+#include "test_files.h"
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <map>
+#include <optional>
+
+#include "sim/bundle/bundle.h"
+#include "sim/exec/exec.h"
+#include "sim/plan/lower.h"
+#include "spyrecode-host-functions/fast_process_hcm.h"
+#include "spyrecode-host-functions/processSpyreCodeArtifacts.h"
+#include "spyrecode-host-functions/spyrecode.h"
+
+namespace fs = std::filesystem;
+using namespace shimtest;
+using vspyre::testing::slurp;
+using vspyre::testing::TempDir;
+namespace exec = vspyre::exec;
+
+namespace {
+
+const fs::path k_fixtures = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles";
+
+flex::AllocationDirective program_directive() {
+  return flex::AllocationDirective(flex::PlacementPolicy::Bind, {0}, std::nullopt, flex::MemoryType::Program);
+}
+
+uint64_t u(const nlohmann::json& v) { return std::stoull(v.get<std::string>()); }
+
+// A fixture compiled by dxp_standalone into a temp dir.
+struct Compiled {
+  TempDir t;
+  fs::path dir;
+  explicit Compiled(const std::string& name) {
+    dir = t.dir / name;
+    fs::create_directories(dir);
+    for (const auto& e : fs::directory_iterator(k_fixtures / name)) fs::copy_file(e.path(), dir / e.path().filename());
+    const std::string cmd = std::string(VSPYRE_DXP_STANDALONE) + " -d " + dir.string();
+    REQUIRE(std::system(cmd.c_str()) == 0);
+  }
+};
+
+// torch-spyre's JobPlan, reduced to what the shim sees: prepare once, launch per call.
+struct JobPlan {
+  std::shared_ptr<flex::FlexAllocator> alloc;
+  flex::CompositeAddress job_allocation;           // owning, program segment
+  std::vector<std::string> inits;                  // InitTransfer file contents (kept alive)
+  nlohmann::json exec_plan;
+  std::vector<std::vector<uint8_t>> pinned;        // ComputeOnHost output buffers
+  std::vector<std::unique_ptr<Hcm>> hcms;
+  std::vector<deeptools::FastHcmPatchPlan> fast;
+
+  JobPlan(flex::RuntimeContext& ctx, flex::RuntimeStream* s, const fs::path& spyrecode_dir) {
+    const auto j = nlohmann::json::parse(slurp(spyrecode_dir / "spyrecode.json"));
+    const auto& prep = j.at("JobPreparationPlan");
+    alloc = ctx.getAllocator();
+    job_allocation = ctx.getAllocator()->allocate(u(prep[0]["properties"]["size"]), program_directive());
+    for (size_t i = 1; i < prep.size(); ++i) {
+      const auto& p = prep[i]["properties"];
+      inits.push_back(slurp(spyrecode_dir / p["init_bin_file"].get<std::string>()));
+      const uint64_t off = u(p["dev_ptr"]) - flex::PROG_OFFSET_BASE, size = u(p["size"]);
+      REQUIRE(inits.back().size() >= size);
+      flex::CompositeAddress view(sub(off, size));
+      auto* dp = flex::createDmaParams(inits.back().data(), size, true, &view);
+      s->launchOperationH2D(dp);
+      flex::destroyDmaParams(dp);
+      s->synchronize();
+    }
+    exec_plan = j.at("JobExecPlan");
+    for (const auto& step : exec_plan) {
+      if (step["command"] != "ComputeOnHost") continue;
+      pinned.emplace_back(u(step["properties"]["size"]));
+      hcms.push_back(std::make_unique<Hcm>());
+      hcms.back()->importJsonStr(step["properties"]["hcm"].dump());
+      fast.emplace_back();
+      deeptools::buildFastHcmPatchPlan(fast.back(), *hcms.back());
+    }
+  }
+
+  flex::Chunk sub(uint64_t off, uint64_t size) const {
+    const flex::Chunk& c = job_allocation.chunks()[0];
+    return flex::Chunk(flex::LogicalAddress(c.addr.region_id, c.addr.offset + off), size, c.domain_id);
+  }
+
+  // launch_jobplan(plan, args): `bound` = BUNDLE_SYMBOLIC_ARGS=0 (tensor list on the Compute).
+  void launch(flex::RuntimeStream* s, const std::vector<const flex::CompositeAddress*>& args, bool bound = false,
+              bool skip_correction = false) {
+    size_t host_step = 0;
+    for (const auto& step : exec_plan) {
+      const auto& p = step["properties"];
+      if (step["command"] == "ComputeOnHost") {
+        if (skip_correction) continue;
+        std::vector<int64_t> addrs;
+        for (const auto* a : args) addrs.push_back(static_cast<int64_t>(alloc->compositeAddressToDmva(*a)));
+        const size_t k = host_step++;
+        auto* hp = flex::createHostCallbackParams(
+            [&, k, addrs](void*) {
+              deeptools::processComputeOnHostCommandFast(fast[k], *hcms[k], pinned[k].data(), addrs.data(),
+                                                         addrs.size());
+            },
+            nullptr, false);
+        s->launchOperationHostCallback(hp);
+        flex::destroyHostCallbackParams(hp);
+      } else if (step["command"] == "DataTransfer") {
+        if (skip_correction) continue;
+        REQUIRE(p["dirn"] == "false");
+        auto view = std::make_shared<flex::CompositeAddress>(sub(u(p["dev_ptr"]) - flex::PROG_OFFSET_BASE, u(p["size"])));
+        auto* dp = flex::createDmaParams(pinned[host_step - 1].data(), u(p["size"]), true, view.get());
+        dp->pipeline_barrier = true;
+        dp->callback = [view](void*) {};
+        s->launchOperationH2D(dp);
+        flex::destroyDmaParams(dp);
+      } else if (step["command"] == "ComputeOnDevice") {
+        flex::CompositeAddress program(job_allocation.chunks()[0]);
+        std::vector<const flex::CompositeAddress*> tensors;
+        if (bound) tensors = args;
+        auto* cp = flex::createComputeParams(&program, std::move(tensors), "test#0",
+                                             u(p["job_bin_ptr"]) - flex::PROG_OFFSET_BASE);
+        cp->pipeline_barrier = true;
+        s->launchOperationCompute(cp);
+        flex::destroyComputeParams(cp);
+      }
+    }
+  }
+
+};
+
+std::shared_ptr<flex::RuntimeContext> card_context() {
+  vspyre::shim::ContextOptions o;
+  auto b = std::make_shared<vspyre::shim::CardBackend>();
+  o.capacity_bytes = b->memoryCapacity();
+  o.backend = b;
+  return vspyre::shim::createRuntimeContext(o);
+}
+
+// The kernel's arguments as the executor maps them (shape, format, layout), argument order.
+std::vector<exec::KernelTensor> describe_args(const fs::path& dir) {
+  const auto lb = vspyre::bundle::load_bundle(dir);
+  const auto b = vspyre::plan::default_bindings(lb);
+  const auto resolved = vspyre::bundle::resolve(lb, b);
+  auto kts = exec::kernel_tensors(lb, resolved, b);
+  std::sort(kts.begin(), kts.end(), [](const auto& x, const auto& y) { return x.arg_index < y.arg_index; });
+  return kts;
+}
+
+// One kernel argument on the device, with its host values (fp32, logical order).
+struct Arg {
+  exec::TensorInfo info;
+  flex::CompositeAddress dev;
+  std::vector<float> host;
+};
+
+// Uploads `values` as torch-spyre would: H2D with a DCI when the SDSC layout is the default
+// stick layout, else the device image built on the host and copied raw.
+void upload(flex::RuntimeStream* s, Arg& a) {
+  const auto st = fmt::contiguous_strides(a.info.size);
+  if (a.info.layout == fmt::default_stick_layout(a.info.size, a.info.format)) {
+    auto t = plan_transfer(a.info.size, static_cast<DataFormats>(a.info.format));
+    auto dci = make_dci(t, DataFormats::IEEE_FP32, static_cast<DataFormats>(a.info.format), true);
+    dma(s, a.host.data(), a.dev, true, &dci);
+  } else {
+    std::vector<uint8_t> image(a.info.image_bytes);
+    fmt::host_to_device({a.host.data(), fmt::DataFormat::IEEE_FP32, a.info.size, st, 0}, a.info.layout, image.data());
+    dma(s, image.data(), a.dev, true, nullptr);
+  }
+}
+
+// The device tensor back in fp32 (raw D2H of the image, converted on the host).
+std::vector<float> download(flex::RuntimeStream* s, const Arg& a) {
+  const auto image = device_bytes(s, a.dev);
+  std::vector<float> out(static_cast<size_t>(a.info.numel()));
+  const auto st = fmt::contiguous_strides(a.info.size);
+  fmt::device_to_host(image.data(), a.info.layout, {out.data(), fmt::DataFormat::IEEE_FP32, a.info.size, st, 0});
+  return out;
+}
+
+std::vector<Arg> make_args(flex::RuntimeContext& ctx, const fs::path& dir, uint32_t seed) {
+  std::vector<Arg> args;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  for (const auto& kt : describe_args(dir)) {
+    REQUIRE(kt.arg_index == args.size());
+    Arg a{kt.info, ctx.getAllocator()->allocate(kt.info.image_bytes, tensor_directive()), {}};
+    a.host.resize(static_cast<size_t>(kt.info.numel()));
+    for (auto& v : a.host) v = dist(rng);
+    args.push_back(std::move(a));
+  }
+  return args;
+}
+
+// |got - want| within DL16 rounding of the result (9 fraction bits) plus a small absolute slack.
+size_t mismatches(const std::vector<float>& got, const std::vector<double>& want, std::string* first) {
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = std::abs(want[i]) * (2.0 / 512) + 1e-3;
+    if (!(std::abs(got[i] - want[i]) <= tol)) {
+      if (!bad && first) *first = "element " + std::to_string(i) + ": got " + std::to_string(got[i]) + ", want " + std::to_string(want[i]);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+// `vspyre run --no-data --json DIR` kernel time, or nullopt when the CLI is not available.
+std::optional<double> cli_kernel_ps(const fs::path& dir, const TempDir& t) {
+  const char* bin = std::getenv("VSPYRE_BIN");
+  if (!bin || !*bin) return std::nullopt;
+  const fs::path out = t.dir / "cli.json";
+  const std::string cmd = std::string(bin) + " run " + dir.string() + " --no-data --json > " + out.string() + " 2>/dev/null";
+  if (std::system(cmd.c_str()) != 0) return std::nullopt;
+  return nlohmann::json::parse(slurp(out)).at("kernel_time_us").get<double>() * 1e6;
+}
+
+double clock_ps() {
+  auto s = vspyre::shim::cardStats();
+  REQUIRE(s.has_value());
+  return s->clock_ps;
+}
+
+}  // namespace
+
+TEST_CASE("shim: the JobPlan path runs a kernel on the card and its results match a host reference",
+          "[shim][kernel]") {
+  auto ctx = card_context();
+  auto* s = ctx->getDefaultStream();
+  for (const char* name : {"add_2048x1024_c32", "mul_2048x1024_c32", "neg_2048x1024_c32"}) {
+    INFO(name);
+    Compiled c(name);
+    std::vector<Arg> args = make_args(*ctx, c.dir, 7);
+    const bool unary = std::string(name).rfind("neg", 0) == 0;
+    REQUIRE(args.size() == (unary ? 2u : 3u));
+    for (size_t i = 0; i + 1 < args.size(); ++i) upload(s, args[i]);
+    // The output starts as garbage, so an unwritten result cannot pass.
+    std::vector<float> junk(args.back().host.size(), 12345.0f);
+    args.back().host = junk;
+    upload(s, args.back());
+    s->synchronize();
+    // The reference works on the inputs as the device holds them (after DL16 rounding).
+    std::vector<std::vector<float>> in;
+    for (size_t i = 0; i + 1 < args.size(); ++i) in.push_back(download(s, args[i]));
+
+    JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
+    std::vector<const flex::CompositeAddress*> ptrs;
+    for (auto& a : args) ptrs.push_back(&a.dev);
+    plan.launch(s, ptrs);
+    s->synchronize();
+
+    std::vector<double> want(in[0].size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (unary) want[i] = -double(in[0][i]);
+      else if (name[0] == 'a') want[i] = double(in[0][i]) + double(in[1][i]);
+      else want[i] = double(in[0][i]) * double(in[1][i]);
+    }
+    std::string first;
+    CHECK(mismatches(download(s, args.back()), want, &first) == 0);
+    INFO(first);
+
+    // Bound mode (BUNDLE_SYMBOLIC_ARGS=0): the tensor list binds the arguments; same result.
+    upload(s, args.back());
+    plan.launch(s, ptrs, /*bound=*/true);
+    s->synchronize();
+    CHECK(mismatches(download(s, args.back()), want, &first) == 0);
+
+    const auto st = vspyre::shim::cardStats();
+    REQUIRE(st.has_value());
+    CHECK(st->last_kernel.kernel == name);
+    CHECK(st->last_kernel.executions >= 1);
+    CHECK(st->last_kernel.kernel_ps > 0);
+  }
+}
+
+TEST_CASE("shim: a kernel binds the addresses of its launch, here neg with its arguments swapped", "[shim][kernel]") {
+  // The correction blob carries the launch's addresses: neg(in, out) launched as neg(y, x)
+  // writes -y over x and leaves y alone.
+  auto ctx = card_context();
+  auto* s = ctx->getDefaultStream();
+  Compiled c("neg_2048x1024_c32");
+  std::vector<Arg> args = make_args(*ctx, c.dir, 3);
+  upload(s, args[0]);
+  upload(s, args[1]);
+  s->synchronize();
+  const auto x = download(s, args[0]), y = download(s, args[1]);
+  JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
+  plan.launch(s, {&args[1].dev, &args[0].dev});  // out <- -y written over x
+  s->synchronize();
+  const auto x2 = download(s, args[0]);
+  std::vector<double> want(y.size());
+  for (size_t i = 0; i < y.size(); ++i) want[i] = -double(y[i]);
+  CHECK(mismatches(x2, want, nullptr) == 0);
+  CHECK(download(s, args[1]) == y);
+}
+
+TEST_CASE("shim: the card clock advances by about the CLI kernel time", "[shim][kernel]") {
+  auto ctx = card_context();
+  auto* s = ctx->getDefaultStream();
+  for (const char* name : {"add_2048x1024_c32", "softmax_512x1024_lx_input", "mm_2048x512x2048_c32"}) {
+    INFO(name);
+    Compiled c(name);
+    std::vector<Arg> args = make_args(*ctx, c.dir, 11);
+    JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
+    std::vector<const flex::CompositeAddress*> ptrs;
+    for (auto& a : args) ptrs.push_back(&a.dev);
+    // Correction and its H2D first, then the Compute alone.
+    plan.launch(s, ptrs);
+    s->synchronize();
+    const double first = vspyre::shim::cardStats()->last_kernel.kernel_ps;
+    const double before = clock_ps();
+    const auto st0 = vspyre::shim::cardStats();
+    plan.launch(s, ptrs, /*bound=*/true);
+    s->synchronize();
+    const auto st1 = vspyre::shim::cardStats();
+    const double after = clock_ps();
+    const double kernel = st1->last_kernel.kernel_ps;
+    // The bound launch also ran a correction H2D (tiny) before the kernel.
+    CHECK(after - before >= kernel);
+    CHECK(after - before <= kernel + 10e6);
+    CHECK(st1->kernels == st0->kernels + 1);
+    if (auto cli = cli_kernel_ps(c.dir, c.t)) {
+      WARN(name << ": shim kernel " << kernel / 1e6 << " us (first launch " << first / 1e6 << " us), CLI `vspyre run --no-data` " << *cli / 1e6 << " us");
+      // Not equal: the CLI binds the arguments 1 GiB + n MiB apart, the shim at the addresses
+      // the allocator gave (4 MiB apart for add), and the LPDDR5 model's bank/row mapping sees
+      // the difference (add: 116-119 us here against 106 us; 108 us with the CLI's spacing).
+      CHECK(kernel == Approx(*cli).epsilon(0.15));
+    } else {
+      WARN("CLI comparison skipped: VSPYRE_BIN is not set (ctest sets it)");
+    }
+  }
+}
+
+TEST_CASE("shim: H2D and D2H take PCIe time on the card clock", "[shim][kernel]") {
+  auto ctx = card_context();
+  auto* s = ctx->getDefaultStream();
+  constexpr uint64_t kBytes = 64ull << 20;
+  auto dev = ctx->getAllocator()->allocate(kBytes, tensor_directive());
+  std::vector<uint8_t> host(kBytes, 0x5a);
+  s->synchronize();
+  const double t0 = clock_ps();
+  dma(s, host.data(), dev, true, nullptr);
+  s->synchronize();
+  const double t1 = clock_ps();
+  std::vector<uint8_t> back(kBytes);
+  dma(s, back.data(), dev, false, nullptr);
+  s->synchronize();
+  const double t2 = clock_ps();
+  CHECK(back == host);
+  const double h2d_gbps = kBytes / ((t1 - t0) / 1e12) / 1e9, d2h_gbps = kBytes / ((t2 - t1) / 1e12) / 1e9;
+  WARN("64 MiB H2D " << (t1 - t0) / 1e6 << " us = " << h2d_gbps << " GB/s; D2H " << (t2 - t1) / 1e6 << " us = " << d2h_gbps
+                     << " GB/s (simulated)");
+  // PCIe Gen5 x16: 63 GB/s raw, ~57 GB/s of payload after TLP overhead, minus the setup cost.
+  CHECK(h2d_gbps > 40);
+  CHECK(h2d_gbps < 63);
+  CHECK(d2h_gbps == Approx(h2d_gbps).epsilon(0.01));
+
+  // Two streams: transfers in opposite directions overlap; the same direction queues.
+  auto* a = ctx->createStream(flex::RuntimeStreamPriority::NORMAL);
+  auto* b = ctx->createStream(flex::RuntimeStreamPriority::NORMAL);
+  auto dev2 = ctx->getAllocator()->allocate(kBytes, tensor_directive());
+  const double u0 = clock_ps();
+  dma(a, host.data(), dev, true, nullptr);
+  dma(b, back.data(), dev2, false, nullptr);
+  a->synchronize();
+  b->synchronize();
+  const double u1 = clock_ps();
+  CHECK(u1 - u0 < 1.5 * (t1 - t0));
+  const auto st = vspyre::shim::cardStats();
+  CHECK(st->h2d_bytes >= 2 * kBytes);
+  CHECK(st->d2h_bytes >= 2 * kBytes);
+}
+
+TEST_CASE("shim: kernel launches with bad arguments fail at synchronize", "[shim][kernel]") {
+  auto ctx = card_context();
+  auto* s = ctx->getDefaultStream();
+  Compiled c("add_2048x1024_c32");
+  std::vector<Arg> args = make_args(*ctx, c.dir, 5);
+  JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
+
+  // An output allocation smaller than the kernel's tensor.
+  auto small = ctx->getAllocator()->allocate(4096, tensor_directive());
+  plan.launch(s, {&args[0].dev, &args[1].dev, &small});
+  std::string e = error_of([&] { s->synchronize(); });
+  CHECK(has(e, "Compute 'test#0'"));
+  CHECK(has(e, "argument 2"));
+  CHECK(has(e, "out of bounds"));
+
+  // An argument freed before the launch (a stale view of it is passed).
+  std::optional<flex::CompositeAddress> gone(ctx->getAllocator()->allocate(args[1].info.image_bytes, tensor_directive()));
+  flex::CompositeAddress stale(gone->chunks()[0]);
+  gone.reset();
+  plan.launch(s, {&args[0].dev, &stale, &args[2].dev});
+  e = error_of([&] { s->synchronize(); });
+  CHECK(has(e, "argument 1"));
+  CHECK(has(e, "not allocated"));
+
+  // The stream still works afterwards.
+  plan.launch(s, {&args[0].dev, &args[1].dev, &args[2].dev});
+  s->synchronize();
+}
+
+TEST_CASE("shim: the process runtime uses the card config from VSPYRE_CONFIG", "[shim][kernel]") {
+  if (vspyre::shim::cardStats()) {
+    WARN("skipped: a card already runs in this process (run the test alone, as ctest does)");
+    return;
+  }
+  TempDir t;
+  // A card with a x8 PCIe link: transfers take about twice as long.
+  const std::string cfg = t.write("x8.yaml", "include: [" + (fs::path(VSPYRE_SOURCE_DIR) / "configs" / "spyre.yaml").string() +
+                                                 "]\ncard:\n  host_link:\n    lanes: 8\n");
+  setenv("VSPYRE_CONFIG", cfg.c_str(), 1);
+  auto ctx = vspyre::shim::createRuntimeContext(vspyre::shim::optionsFromEnvironment());
+  unsetenv("VSPYRE_CONFIG");
+  auto* s = ctx->getDefaultStream();
+  auto st = vspyre::shim::cardStats();
+  REQUIRE(st.has_value());
+  CHECK(st->config == cfg);
+  constexpr uint64_t kBytes = 16ull << 20;
+  auto dev = ctx->getAllocator()->allocate(kBytes, tensor_directive());
+  std::vector<uint8_t> host(kBytes, 1);
+  const double t0 = clock_ps();
+  dma(s, host.data(), dev, true, nullptr);
+  s->synchronize();
+  const double gbps = kBytes / ((clock_ps() - t0) / 1e12) / 1e9;
+  CHECK(gbps > 20);
+  CHECK(gbps < 31.6);  // x8 Gen5 raw
+}
+
+TEST_CASE("shim: a bad VSPYRE_CONFIG gives one error naming the file", "[shim][kernel]") {
+  if (vspyre::shim::cardStats()) {
+    WARN("skipped: a card already runs in this process (run the test alone, as ctest does)");
+    return;
+  }
+  setenv("VSPYRE_CONFIG", "/nonexistent/card.yaml", 1);
+  const std::string e = error_of([] { vspyre::shim::createRuntimeContext(vspyre::shim::optionsFromEnvironment()); });
+  unsetenv("VSPYRE_CONFIG");
+  CHECK(has(e, "/nonexistent/card.yaml"));
+  CHECK(has(e, "VSPYRE_CONFIG"));
+  // It stays failed (one card per process), with the same message.
+  CHECK(error_of([] { vspyre::shim::CardBackend b; }) == e);
+}
+
+TEST_CASE("shim: VSPYRE_TRACE writes a Perfetto trace with every transfer and kernel per core", "[shim][kernel]") {
+  if (vspyre::shim::cardStats()) {
+    WARN("skipped: a card already runs in this process (run the test alone, as ctest does)");
+    return;
+  }
+  TempDir t;
+  const std::string path = (t.dir / "trace.json").string();
+  setenv("VSPYRE_TRACE", path.c_str(), 1);
+  auto ctx = card_context();
+  unsetenv("VSPYRE_TRACE");
+  auto* s = ctx->getDefaultStream();
+  Compiled c("add_2048x1024_c32");
+  std::vector<Arg> args = make_args(*ctx, c.dir, 1);
+  for (auto& a : args) upload(s, a);
+  JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
+  plan.launch(s, {&args[0].dev, &args[1].dev, &args[2].dev});
+  s->synchronize();
+  (void)download(s, args[2]);
+  REQUIRE(vspyre::shim::flushTrace());
+  const auto j = nlohmann::json::parse(slurp(path));
+  std::map<int, std::string> procs;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name") procs[e["pid"].get<int>()] = e["args"]["name"];
+  int h2d = 0, d2h = 0, kernels = 0;
+  std::set<std::string> core_groups;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const std::string n = e["name"], g = procs[e["pid"].get<int>()];
+    if (g == "host streams") {
+      h2d += n.rfind("H2D", 0) == 0;
+      d2h += n.rfind("D2H", 0) == 0;
+      kernels += n == "kernel test#0";
+    } else if (g.rfind("core_", 0) == 0) {
+      core_groups.insert(g);
+    }
+  }
+  // 3 tensor uploads + the program + the correction blob; one D2H; one kernel on 32 cores.
+  CHECK(h2d == 5);
+  CHECK(d2h == 1);
+  CHECK(kernels == 1);
+  CHECK(core_groups.size() == 32);
+  CHECK(procs.size() > 33);  // and the PCIe link
+}
