@@ -1,0 +1,233 @@
+// Host cost of every fixture bundle (tests/fixtures/bundles), with and without data:
+//   fixture/<name>/timing  lower + run the timing plan on the card (as `vspyre run --no-data`)
+//   fixture/<name>/data    the functional executor alone (sim/exec: ops in the device formats,
+//                          stick layouts, per-core slices), inputs already in device memory
+// Counters: sim_us (simulated kernel time), sim_over_host (simulated / host time of that
+// benchmark; >= 1 keeps up with the card), GMAC_per_s for matmuls. For matmul fixtures also
+//   sgemm/<name>           plain OpenBLAS cblas_sgemm of the same shape on fp32 host arrays
+//   ops_matmul/<name>      vspyre::ops::matmul on DL16 host arrays (widen + sgemm + round once)
+// so that data / sgemm is the executor's arithmetic throughput relative to BLAS, and
+// ops_matmul - sgemm what the card's rounding costs on top.
+//
+// Large fixtures (matmul_b8_*: 215-430 GMAC) take seconds each, so every benchmark over 2^33 MAC
+// runs once. Filter: vspyre_bench_fixtures --benchmark_filter='fixture/mm_.*' (not run by CI).
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/card.h"
+#include "models/plan_runner.h"
+#include "sim/bundle/bundle.h"
+#include "sim/engine/simulation.h"
+#include "sim/exec/exec.h"
+#include "sim/ops/ops.h"
+#include "sim/plan/lower.h"
+
+namespace fs = std::filesystem;
+using namespace vspyre;
+
+namespace {
+
+const fs::path k_fixtures = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles";
+constexpr uint64_t k_large_macs = 1ull << 33;
+
+Card& card() {
+  static std::unique_ptr<Simulation> sim = [] {
+    SimOptions o;
+    o.config_file = default_config_path();
+    return std::make_unique<Simulation>(resolve_config(o));
+  }();
+  return sim->top_as<Card>();
+}
+
+bundle::CardLimits limits_of(Card& c, const plan::CardParams& p) {
+  bundle::CardLimits l;
+  l.cores = p.cores;
+  if (!c.cores().empty()) {
+    l.lx_bytes = c.core(0).lx_size();
+    l.lx_reserved = c.core(0).lx_size() - c.core(0).lx_usable();
+  }
+  return l;
+}
+
+struct Fixture {
+  std::string name;
+  fs::path dir;
+  uint64_t macs = 0;
+  // matmul shape (batch, M, K, N) when the fixture is one batchmatmul
+  int64_t batch = 0, m = 0, k = 0, n = 0;
+  double sim_ps = 0;  // from the first timing run, for the data benchmark's ratio
+};
+
+std::vector<Fixture>& fixtures() {
+  static std::vector<Fixture> v;
+  return v;
+}
+
+void scan() {
+  for (const auto& e : fs::directory_iterator(k_fixtures)) {
+    if (!e.is_directory() || !fs::exists(e.path() / "bundle.mlir")) continue;
+    Fixture f;
+    f.name = e.path().filename().string();
+    f.dir = e.path();
+    const auto lb = bundle::load_bundle(f.dir);
+    for (const auto& [_, s] : lb.sdscs)
+      for (const auto& op : s.compute_ops)
+        if (op.op_func_name.rfind("batchmatmul", 0) == 0) {
+          uint64_t macs = 1;
+          for (const auto& [d, n] : s.n) macs *= uint64_t(n);
+          f.macs += macs;
+          f.m = s.n_of("mb");
+          f.k = s.n_of("in");
+          f.n = s.n_of("out");
+          f.batch = std::max<int64_t>(1, int64_t(macs / uint64_t(f.m * f.k * f.n)));
+        }
+    fixtures().push_back(f);
+  }
+  std::sort(fixtures().begin(), fixtures().end(),
+            [](const Fixture& a, const Fixture& b) { return a.name < b.name; });
+}
+
+double simulated_ps(Fixture& f) {
+  if (f.sim_ps > 0) return f.sim_ps;
+  Card& c = card();
+  const auto params = plan_card_params(c);
+  const auto limits = limits_of(c, params);
+  const auto lb = bundle::load_bundle(f.dir, limits);
+  const auto resolved = bundle::resolve(lb, plan::default_bindings(lb), limits);
+  f.sim_ps = run_plan(c, plan::lower(lb, resolved, params)).kernel_ps;
+  return f.sim_ps;
+}
+
+void BM_timing(benchmark::State& s, Fixture* f) {
+  Card& c = card();
+  const auto params = plan_card_params(c);
+  const auto limits = limits_of(c, params);
+  double sim_ps = 0, host = 0;
+  for (auto _ : s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto lb = bundle::load_bundle(f->dir, limits);
+    const auto resolved = bundle::resolve(lb, plan::default_bindings(lb), limits);
+    const PlanResult r = run_plan(c, plan::lower(lb, resolved, params));
+    host += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sim_ps = r.kernel_ps;
+  }
+  f->sim_ps = sim_ps;
+  s.counters["sim_us"] = sim_ps / 1e6;
+  s.counters["sim_over_host"] = host > 0 ? sim_ps / 1e12 * double(s.iterations()) / host : 0;
+}
+
+std::vector<float> values(size_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& f : v) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    f = float(double(x >> 11) * 0x1.0p-52 - 1.0);
+  }
+  return v;
+}
+
+void BM_data(benchmark::State& s, Fixture* f) {
+  const auto lb = bundle::load_bundle(f->dir);
+  const auto b = plan::default_bindings(lb);
+  const auto resolved = bundle::resolve(lb, b);
+  exec::SparseMemory mem;
+  for (const auto& kt : exec::kernel_tensors(lb, resolved, b))
+    if (kt.read_first) exec::write_tensor(mem, kt.info, values(size_t(kt.info.numel()), kt.arg_index + 1));
+  double host = 0, ops_s = 0;
+  for (auto _ : s) {
+    const exec::ExecStats st = exec::run(lb, resolved, mem);
+    host += st.seconds;
+    ops_s += st.compute_seconds;
+  }
+  const double it = double(s.iterations());
+  const double sim_ps = simulated_ps(*f);
+  s.counters["sim_us"] = sim_ps / 1e6;
+  s.counters["sim_over_host"] = host > 0 ? sim_ps / 1e12 * it / host : 0;
+  s.counters["ops_fraction"] = host > 0 ? ops_s / host : 0;
+  if (f->macs) s.counters["GMAC_per_s"] = double(f->macs) * it / host / 1e9;
+}
+
+void BM_sgemm(benchmark::State& s, Fixture* f) {
+  const int M = int(f->m), K = int(f->k), N = int(f->n);
+  const auto a = values(size_t(f->batch * M * K), 1), bm = values(size_t(K) * size_t(N), 2);
+  std::vector<float> c(size_t(f->batch) * size_t(M) * size_t(N));
+  double host = 0;
+  for (auto _ : s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < f->batch; ++i)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a.data() + i * M * K, K,
+                  bm.data(), N, 0.0f, c.data() + size_t(i) * size_t(M) * size_t(N), N);
+    benchmark::DoNotOptimize(c.data());
+    host += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  s.counters["GMAC_per_s"] = double(f->macs) * double(s.iterations()) / host / 1e9;
+}
+
+void BM_ops_matmul(benchmark::State& s, Fixture* f) {
+  const int64_t B = f->batch, M = f->m, K = f->k, N = f->n;
+  auto dl16 = [](const std::vector<float>& v) {
+    std::vector<uint16_t> c(v.size());
+    fmt::convert(fmt::DataFormat::IEEE_FP32, v.data(), fmt::DataFormat::SEN169_FP16, c.data(), v.size());
+    return c;
+  };
+  const auto a = dl16(values(size_t(B * M * K), 1)), bm = dl16(values(size_t(K * N), 2));
+  std::vector<uint16_t> c(size_t(B * M * N));
+  const auto va = ops::view(a.data(), fmt::DataFormat::SEN169_FP16, {B, M, K});
+  const auto vb = ops::view(bm.data(), fmt::DataFormat::SEN169_FP16, {1, K, N});
+  const auto vc = ops::view(c.data(), fmt::DataFormat::SEN169_FP16, {B, M, N});
+  double host = 0;
+  for (auto _ : s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ops::matmul(va, vb, vc);
+    benchmark::DoNotOptimize(c.data());
+    host += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  s.counters["GMAC_per_s"] = double(f->macs) * double(s.iterations()) / host / 1e9;
+}
+
+void register_all() {
+  for (auto& f : fixtures()) {
+    Fixture* p = &f;
+    const bool large = f.macs > k_large_macs;
+    auto t = benchmark::RegisterBenchmark(("fixture/" + f.name + "/timing").c_str(), BM_timing, p);
+    auto d = benchmark::RegisterBenchmark(("fixture/" + f.name + "/data").c_str(), BM_data, p);
+    for (auto* bm : {t, d}) {
+      bm->Unit(benchmark::kMillisecond)->UseRealTime();
+      if (large) bm->Iterations(1);
+    }
+    if (f.macs && f.batch * f.m * f.k * f.n == int64_t(f.macs)) {
+      auto g = benchmark::RegisterBenchmark(("sgemm/" + f.name).c_str(), BM_sgemm, p);
+      auto o = benchmark::RegisterBenchmark(("ops_matmul/" + f.name).c_str(), BM_ops_matmul, p);
+      for (auto* bm : {g, o}) {
+        bm->Unit(benchmark::kMillisecond)->UseRealTime();
+        if (large) bm->Iterations(1);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int sc_main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  scan();
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+  return sc_core::sc_elab_and_sim(argc, argv);
+}
