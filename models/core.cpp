@@ -205,20 +205,41 @@ double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_q
 }
 
 double Core::run_ring(const CoreOp& op, double t, tlm_utils::tlm_quantumkeeper&) {
-  sync_if_ahead(t);
   tlm::tlm_generic_payload trans;
   TransferExt ext;
   ext.src = id();
   ext.dst = op.dst;
   trans.set_extension(&ext);
   trans.set_command(tlm::TLM_WRITE_COMMAND);
-  trans.set_data_length(static_cast<unsigned>(std::min<uint64_t>(op.bytes, UINT32_MAX)));
-  const double base = now_ps();
-  sc_core::sc_time delay(t - base, sc_core::SC_PS);
-  ring->b_transport(trans, delay);
+  auto send = [&](uint64_t bytes, double at) {
+    sync_if_ahead(at);
+    trans.set_data_length(static_cast<unsigned>(std::min<uint64_t>(bytes, UINT32_MAX)));
+    const double base = now_ps();
+    sc_core::sc_time delay(at - base, sc_core::SC_PS);
+    ring->b_transport(trans, delay);
+    return base + delay.to_seconds() * 1e12;
+  };
+  double last = t;
+  if (op.run_bytes == 0 || op.run_bytes >= op.bytes) {
+    last = send(op.bytes, t);
+  } else {
+    // Scattered runs (an LX relayout): one descriptor per run, issued like DMA requests, each
+    // holding an outstanding slot until the receiver acknowledges it.
+    ext.acked = true;
+    std::vector<double> window(m_dma_outstanding, t);
+    double next_issue = t;
+    uint64_t i = 0;
+    for (uint64_t done = 0; done < op.bytes; done += op.run_bytes, ++i) {
+      const double issue = std::max(next_issue, window[i % m_dma_outstanding]);
+      next_issue = issue + m_dma_issue_ps;
+      const double end = send(std::min(op.run_bytes, op.bytes - done), issue);
+      window[i % m_dma_outstanding] = end;
+      last = std::max(last, end);
+    }
+  }
   trans.clear_extension(&ext);
   m_ring_bytes += static_cast<double>(op.bytes);
-  return base + delay.to_seconds() * 1e12;
+  return last;
 }
 
 void Core::engine_thread(Engine e) {

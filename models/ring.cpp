@@ -104,7 +104,8 @@ void Ring::b_transport(int, tlm::tlm_generic_payload& trans, sc_core::sc_time& d
     return;
   }
   const double now = (sc_core::sc_time_stamp() + delay).to_seconds() * 1e12;
-  const double done = transfer(ext->src, ext->dst, trans.get_data_length(), now);
+  double done = transfer(ext->src, ext->dst, trans.get_data_length(), now);
+  if (ext->acked) done += hops(ext->src, ext->dst) * m_hop_ps;  // the acknowledgement's way back
   delay += sc_core::sc_time(done - now, sc_core::SC_PS);
   trans.set_response_status(tlm::TLM_OK_RESPONSE);
 }

@@ -16,6 +16,9 @@ inline constexpr uint64_t kStickBytes = 128;  // every data movement is whole 12
 struct TransferExt : tlm::tlm_extension<TransferExt> {
   CoreId src{0};
   CoreId dst{0};
+  // Ring: the transfer is done when the receiver's acknowledgement is back at the sender (a
+  // descriptor-based copy retiring its slot), not when the last byte arrives.
+  bool acked = false;
   tlm_extension_base* clone() const override { return new TransferExt(*this); }
   void copy_from(const tlm_extension_base& other) override {
     *this = static_cast<const TransferExt&>(other);

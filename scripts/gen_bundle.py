@@ -839,6 +839,11 @@ PRESETS = OrderedDict([
         "measured.md section 4 (PR #4024, predictions only: 1.1 us shuffle, graph 41.1 us) and "
         "section 3 (PR #3844): the shuffle is the canonical case, logical [8,256,512] fp16 laid "
         "out [256,8,8,64], producer view {B:4, M:2} (mb=4,x=2), measured 8.721 us.")),
+    ("relu_neg_shuffle_reversed", ("chain", {
+        "ops": ["neg", "relufwd"], "shape": [8, 256, 512], "producer_split": "x=8",
+        "consumer_split": "mb=4,x=2", "mode": "shuffle"},
+        "measured.md section 3 (PR #3844): the canonical shuffle with the direction reversed, "
+        "producer x=8, consumer view {B:4, M:2} (mb=4,x=2), measured 8.701 us.")),
     ("mm_2048x512x2048_c1", ("matmul", {
         "batch": 0, "m": 2048, "k": 512, "n": 2048, "split": "1"},
         "measured.md section 6d (mm_family log), row 2048x512x2048, 1 core (1x1): 2066.6 us.")),

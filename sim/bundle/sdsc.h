@@ -61,6 +61,15 @@ struct Allocation {  // a scheduleTree_ node with nodeType_ "allocate"
   uint64_t span_per_core = 0;   // HBM: byte span of that slice inside the full tensor; LX: = bytes
   uint64_t tensor_bytes = 0;    // stick-tiled size of the whole tensor (full N_)
   std::string json_path;        // for messages
+  // coordinates_ (B.6): per layout dimension, the coordinate folds from outer to inner, and the
+  // per-state slice ownership (coreIdToWkSlice_; filled only for a shuffle's two states).
+  struct Fold {
+    int64_t alpha = 0;
+    int64_t factor = 1;
+    std::string label;  // core_fold, corelet_fold, row_fold, elem_arr_1, elem_arr_0
+  };
+  std::map<std::string, std::vector<Fold>> coord_folds;
+  std::map<uint32_t, std::map<std::string, int64_t>> wk_slice;
 };
 
 struct ComputeOp {  // computeOp_[i]

@@ -575,6 +575,7 @@ class SdscLoader {
           lo.fail("stick dimension " + quote(sd) + " missing from the allocation's layout");
       compute_footprint(a, ds, *layout, v);
       load_start_addresses(a, v.at("startAddressCoreCorelet_"));
+      if (auto co = v.opt("coordinates_")) load_coordinates(a, *co);
       m_s.allocations.push_back(std::move(a));
     }
     for (const auto& ds : m_s.labeled_ds)
@@ -625,6 +626,53 @@ class SdscLoader {
     if (a.placement == Placement::lx && a.bytes_per_core > m_limits.lx_usable())
       at.fail("LX overflow: one core's slice needs " + std::to_string(a.bytes_per_core) +
               " bytes, LX has " + std::to_string(m_limits.lx_usable()) + " usable");
+  }
+
+  // coordinates_: {coordInfo: {dim: {folds: fold manager}}, coreIdToWkSlice_: {core: {dim: slice}}}.
+  void load_coordinates(Allocation& a, const Node& co) {
+    co.require_object();
+    if (auto ci = co.opt("coordInfo")) {
+      ci->object_size(16);
+      for (auto it = ci->json().begin(); it != ci->json().end(); ++it) {
+        Node dim = ci->child(it.key());
+        if (std::find(a.layout_dim_order.begin(), a.layout_dim_order.end(), it.key()) == a.layout_dim_order.end())
+          dim.fail("coordinate dimension " + quote(it.key()) + " is not in the allocation's layoutDimOrder_");
+        auto fo = dim.opt("folds");
+        if (!fo) continue;
+        Node attrs = fo->at("dim_prop_attr");
+        Node funcs = fo->at("dim_prop_func");
+        const size_t n = attrs.array_size(8);
+        if (funcs.array_size(8) != n) funcs.fail("dim_prop_func and dim_prop_attr differ in length");
+        std::vector<Allocation::Fold> folds;
+        for (size_t i = 0; i < n; ++i) {
+          Allocation::Fold f;
+          f.factor = attrs.at(i).at("factor_").as_int(1, k_max_dim);
+          if (auto l = attrs.at(i).opt("label_")) f.label = l->as_string();
+          Node fn = funcs.at(i);
+          if (auto af = fn.opt("Affine")) f.alpha = af->at("alpha_").as_int(0, k_max_dim);
+          folds.push_back(std::move(f));
+        }
+        a.coord_folds[it.key()] = std::move(folds);
+      }
+    }
+    if (auto ws = co.opt("coreIdToWkSlice_")) {
+      ws->object_size(1024);
+      for (auto it = ws->json().begin(); it != ws->json().end(); ++it) {
+        Node core = ws->child(it.key());
+        int64_t id = -1;
+        try {
+          size_t used = 0;
+          id = std::stoll(it.key(), &used);
+          if (used != it.key().size()) id = -1;
+        } catch (const std::exception&) {
+        }
+        if (id < 0 || id > 4095) core.fail("core id " + quote(it.key()) + " is not a number in [0, 4095]");
+        core.object_size(16);
+        auto& slice = a.wk_slice[static_cast<uint32_t>(id)];
+        for (auto jt = core.json().begin(); jt != core.json().end(); ++jt)
+          slice[jt.key()] = core.child(jt.key()).as_int(0, k_max_dim);
+      }
+    }
   }
 
   void load_start_addresses(Allocation& a, const Node& fm) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
 namespace vspyre::plan {
@@ -97,6 +98,7 @@ class Lowerer {
   void sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t exec_index);
 
  private:
+  bool shuffle(const Sdsc& s, uint64_t exec_index);
   std::vector<Tensor> tensors(const Sdsc& s) const;
   uint64_t ext_of(const Sdsc& s, uint32_t core, const std::string& d) const;
 
@@ -203,7 +205,179 @@ Block make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& of
   return b;
 }
 
+// One LX state of a shuffle (formats.md C.5): which core holds which slice, and where each stick
+// of a core's slice sits in that core's LX.
+struct LxState {
+  std::vector<std::string> dims;    // layout order, innermost first
+  std::vector<int64_t> core_alpha;  // per dim: the per-core extent slices step by (0: not split)
+  std::vector<int64_t> ext;         // per dim: elements one core holds
+  std::vector<int64_t> cnt;         // per dim: units one core holds (sticks for the stick dim)
+  std::vector<int64_t> stride;      // per dim: in sticks
+  size_t stick = 0;                 // index of the stick dim
+  int64_t stick_elems = 64;
+  std::map<uint32_t, std::vector<int64_t>> slice;  // core -> slice index per dim
+};
+
+// Builds the state from an allocation's coordinates_; nullopt when the folds do not describe it.
+std::optional<LxState> lx_state(const Sdsc& s, const Allocation& a) {
+  LxState st;
+  const LabeledDs* ds = nullptr;
+  for (const auto& d : s.labeled_ds)
+    if (d.idx == a.lds_idx) ds = &d;
+  const bundle::LayoutInfo* li = ds ? s.layout_for(*ds) : nullptr;
+  if (!li || li->stick_dim_order.size() != 1 || li->stick_size.empty() || li->stick_size[0] <= 0) return std::nullopt;
+  st.dims = a.layout_dim_order;
+  st.stick_elems = li->stick_size[0];
+  bool found = false;
+  int64_t stride = 1;
+  for (size_t i = 0; i < st.dims.size(); ++i) {
+    auto it = a.coord_folds.find(st.dims[i]);
+    if (it == a.coord_folds.end()) return std::nullopt;
+    int64_t alpha = 0, ext = 1;
+    for (const auto& f : it->second) {
+      if (f.label == "core_fold") alpha = f.factor > 1 ? f.alpha : 0;
+      else ext *= f.factor;
+    }
+    const bool is_stick = st.dims[i] == li->stick_dim_order[0];
+    if (is_stick) {
+      st.stick = i;
+      found = true;
+      // A stick must not straddle two cores' slices.
+      if (alpha % st.stick_elems) return std::nullopt;
+    }
+    const int64_t cnt = is_stick ? (ext + st.stick_elems - 1) / st.stick_elems : ext;
+    st.core_alpha.push_back(alpha);
+    st.ext.push_back(ext);
+    st.cnt.push_back(cnt);
+    st.stride.push_back(stride);
+    stride *= cnt;
+  }
+  if (!found) return std::nullopt;
+  for (const auto& [core, sl] : a.wk_slice) {
+    std::vector<int64_t> v;
+    for (const auto& d : st.dims) {
+      auto it = sl.find(d);
+      v.push_back(it == sl.end() ? 0 : it->second);
+    }
+    st.slice[core] = std::move(v);
+  }
+  return st;
+}
+
+// LX relayout (formats.md C.5): the consumer's state S2 is built from the producer's S1 across
+// cores. Every stick of every destination core's slice is traced to the core holding it in S1;
+// sticks consecutive at both ends form one run. The source core sends each remote run over the
+// ring as a transfer of its own (one descriptor each, `outstanding` in flight, each retired by
+// the receiver's acknowledgement); runs that stay on a core are an LX copy on its SFP. Returns
+// false, leaving the SDSC to the generic lowering, when the states are not described by affine
+// folds and slice ownership.
+bool Lowerer::shuffle(const Sdsc& s, uint64_t exec_index) {
+  if (s.compute_ops.size() != 1 || s.compute_ops[0].op_func_name != "shuffle") return false;
+  const bundle::ComputeOp& cop = s.compute_ops[0];
+  if (cop.inputs.size() != 1 || cop.outputs.size() != 1) return false;
+  const Allocation* a1 = s.allocation(cop.inputs[0], Placement::lx);
+  const Allocation* a2 = s.allocation(cop.outputs[0], Placement::lx);
+  if (!a1 || !a2 || a1->wk_slice.empty() || a2->wk_slice.empty()) return false;
+  const auto s1 = lx_state(s, *a1);
+  const auto s2 = lx_state(s, *a2);
+  if (!s1 || !s2 || s1->dims.size() != s2->dims.size() || s1->stick_elems != s2->stick_elems ||
+      s1->dims[s1->stick] != s2->dims[s2->stick])
+    return false;
+  // Dim i of S2 is dim map[i] of S1.
+  std::vector<size_t> map;
+  for (const auto& d : s2->dims) {
+    auto it = std::find(s1->dims.begin(), s1->dims.end(), d);
+    if (it == s1->dims.end()) return false;
+    map.push_back(static_cast<size_t>(it - s1->dims.begin()));
+  }
+  // Slice (in S1's dim order) -> the S1 core holding it; several holders: the lowest id.
+  std::map<std::vector<int64_t>, uint32_t> owner;
+  for (const auto& [core, sl] : s1->slice) owner.emplace(sl, core);
+  int64_t per_core = 1;
+  for (int64_t c : s2->cnt) per_core *= c;
+  if (per_core <= 0 || per_core > (int64_t{1} << 24)) return false;
+
+  struct Flow { uint64_t sticks = 0, runs = 0; };
+  std::map<std::pair<uint32_t, uint32_t>, Flow> flows;  // (source, destination)
+  const size_t nd = s2->dims.size();
+  std::vector<int64_t> global(nd), sl1(nd);
+  for (const auto& [c2, slice2] : s2->slice) {
+    int64_t prev_src = -2;
+    uint32_t prev_c1 = UINT32_MAX;
+    for (int64_t idx = 0; idx < per_core; ++idx) {
+      int64_t rem = idx, src_idx = 0;
+      for (size_t i = 0; i < nd; ++i) {
+        const int64_t u = rem % s2->cnt[i];
+        rem /= s2->cnt[i];
+        global[i] = slice2[i] * s2->core_alpha[i] + (i == s2->stick ? u * s2->stick_elems : u);
+      }
+      for (size_t i = 0; i < nd; ++i) {
+        const size_t j = map[i];
+        const int64_t alpha = s1->core_alpha[j];
+        sl1[j] = alpha ? global[i] / alpha : 0;
+        const int64_t local = global[i] - sl1[j] * alpha;
+        if (local >= s1->ext[j]) return false;  // S2 reaches past what S1 holds
+        src_idx += (j == s1->stick ? local / s1->stick_elems : local) * s1->stride[j];
+      }
+      auto it = owner.find(sl1);
+      if (it == owner.end()) return false;  // no core holds this slice in S1
+      Flow& f = flows[{it->second, c2}];
+      ++f.sticks;
+      if (it->second != prev_c1 || src_idx != prev_src + 1) ++f.runs;
+      prev_c1 = it->second;
+      prev_src = src_idx;
+    }
+  }
+
+  Stage* st = m_plan.add_stages();
+  st->set_name(sdsc_label(s));
+  st->set_sdsc(s.file);
+  st->set_execution(exec_index);
+  st->set_tiles(1);
+  st->set_lx_peak_bytes(a1->bytes_per_core + a2->bytes_per_core);
+  const uint64_t SB = m_card.stick_bytes;
+  std::map<uint32_t, CoreProgram*> progs;
+  auto prog = [&](uint32_t core) {
+    CoreProgram*& p = progs[core];
+    if (!p) {
+      p = st->add_cores();
+      p->set_core(core);
+    }
+    return p;
+  };
+  // Each source serves its destinations starting with the next core up, so that the sources do
+  // not all send to the same destination at once.
+  std::map<uint32_t, std::vector<std::pair<uint32_t, Flow>>> by_source;
+  for (const auto& [key, f] : flows) by_source[key.first].emplace_back(key.second, f);
+  for (auto& [c1, list] : by_source) {
+    std::stable_sort(list.begin(), list.end(), [&, c1 = c1](const auto& x, const auto& y) {
+      const uint32_t n = m_card.cores;
+      return (x.first + n - c1) % n < (y.first + n - c1) % n;
+    });
+    CoreProgram* p = prog(c1);
+    for (const auto& [c2, f] : list) {
+      Op* o = p->add_ops();
+      const uint64_t bytes = f.sticks * SB;
+      if (c2 == c1) {
+        o->set_kind(Op::SFP);
+        o->set_name("shuffle (local)");
+        o->set_elements(f.sticks * static_cast<uint64_t>(s1->stick_elems));
+        o->set_cycles_per_element(m_card.sfp.simple);
+        o->set_lx_bytes(2 * bytes);
+      } else {
+        o->set_kind(Op::RING_SEND);
+        o->set_name("shuffle to core " + std::to_string(c2));
+        o->set_dst_core(c2);
+        o->set_bytes(bytes);
+        o->set_runs(f.runs);
+      }
+    }
+  }
+  return true;
+}
+
 void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t exec_index) {
+  if (shuffle(s, exec_index)) return;
   const std::vector<Tensor> ts = tensors(s);
   const uint64_t SB = m_card.stick_bytes;
 

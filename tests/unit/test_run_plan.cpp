@@ -333,3 +333,45 @@ TEST_CASE("calibration: 1 read + 1 write streams at measured.md 6a's rate, 2 rea
   CHECK(neg_us == Approx(1311.87).epsilon(0.05));
   CHECK(add_us == Approx(1752.74).epsilon(0.10));
 }
+
+TEST_CASE("run: an LX shuffle becomes per-run ring transfers between the producer's and consumer's cores", "[run]") {
+  // relu_neg_shuffle: [8,256,512] fp16 held as mb=4,x=2 by neg, needed as x=8 by relu. Each core
+  // keeps a quarter of its slice and sends a quarter to each of three other cores, in runs of
+  // two sticks (the producer's mb extent): measured.md 3's "per-core contiguous run 256 B, split 4".
+  RUN_REQUIRE_DIR(k_fixtures / "relu_neg_shuffle");
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  const plan::Plan p = lower_dir(card, k_fixtures / "relu_neg_shuffle");
+  const plan::Stage* sh = nullptr;
+  for (const auto& st : p.stages())
+    if (st.name().find("shuffle") != std::string::npos) sh = &st;
+  REQUIRE(sh);
+  CHECK(sh->cores_size() == 8);
+  uint64_t ring = 0;
+  for (const auto& c : sh->cores()) {
+    int sends = 0, local = 0;
+    for (const auto& op : c.ops()) {
+      if (op.kind() == plan::Op::RING_SEND) {
+        ++sends;
+        CHECK(op.dst_core() != c.core());
+        CHECK(op.bytes() == 65536);
+        CHECK(op.runs() == 256);
+        ring += op.bytes();
+      } else if (op.kind() == plan::Op::SFP) {
+        ++local;
+      }
+    }
+    CHECK(sends == 3);
+    CHECK(local == 1);
+  }
+  CHECK(ring == 3 * (8ull * 256 * 512 * 2) / 4);
+  const PlanResult r = run_plan(card, p);
+  double shuffle_ps = 0;
+  for (const auto& [name, ps] : r.stage_ps)
+    if (name.find("shuffle") != std::string::npos) shuffle_ps = ps;
+  // 768 remote runs per core, two in flight, each at least the ring's injection latency.
+  const double inject_ps = 20 / 1.5e9 * 1e12;
+  CHECK(shuffle_ps > 768 * inject_ps / 2);
+  // The same bytes as one transfer per destination would take a few microseconds at most.
+  CHECK(shuffle_ps < 50e6);
+}
