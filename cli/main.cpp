@@ -395,10 +395,12 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
 std::string format_data(const nlohmann::json& d) {
   std::string s;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "data: seed %llu, %llu ops, %.3g elements, %.3g MAC, host %.3f s (ops %.3f s)\n",
+  std::snprintf(buf, sizeof buf,
+                "data: seed %llu, %llu ops, %.3g elements, %.3g MAC; host %.3f s, of which executor %.3f s "
+                "(ops %.3f s), the rest inputs, reference and checks\n",
                 (unsigned long long)d["seed"].get<uint64_t>(), (unsigned long long)d["ops"].get<uint64_t>(),
                 double(d["elements"].get<uint64_t>()), double(d["macs"].get<uint64_t>()),
-                d["host_seconds"].get<double>(), d["compute_seconds"].get<double>());
+                d["host_seconds"].get<double>(), d["exec_seconds"].get<double>(), d["compute_seconds"].get<double>());
   s += buf;
   for (const auto& t : d["tensors"]) {
     std::string shape = "[";

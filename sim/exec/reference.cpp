@@ -51,9 +51,11 @@ struct Unavailable {
 };
 
 // `src` rearranged to the dims/size of `want` (matched by name; size-1 dims may come and go).
-RefTensor conform(const RefTensor& src, const std::vector<std::string>& dims,
-                  const std::vector<int64_t>& size) {
+// Returns `src` itself when it already has that shape, else fills and returns `out`.
+const RefTensor& conform(const RefTensor& src, const std::vector<std::string>& dims,
+                         const std::vector<int64_t>& size, RefTensor& out) {
   if (!src.have.empty()) throw Unavailable{"its input was only sampled"};
+  if (src.dims == dims && src.size == size) return src;
   std::vector<int64_t> src_st = strides(src.size);
   std::vector<int64_t> map_st(dims.size(), 0);
   std::set<size_t> used;
@@ -77,7 +79,7 @@ RefTensor conform(const RefTensor& src, const std::vector<std::string>& dims,
   for (size_t j = 0; j < src.dims.size(); ++j)
     if (!used.count(j) && src.size[j] != 1)
       throw Unavailable{"dim '" + src.dims[j] + "' of the producer is missing here"};
-  RefTensor out;
+  out = RefTensor{};
   out.dims = dims;
   out.size = size;
   out.depth = src.depth;
@@ -164,11 +166,15 @@ RefTensor shaped(const TensorInfo& info) {
 }
 
 RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
-                 const std::vector<RefTensor>& in, const TensorInfo& out_info,
+                 const std::vector<const RefTensor*>& inp, const TensorInfo& out_info,
                  const RefOptions& opt) {
   RefTensor out = shaped(out_info);
+  static const RefTensor none;
+  const std::vector<const RefTensor*>& in = inp;
+  const RefTensor& in0 = inp.size() > 0 ? *inp[0] : none;
+  const RefTensor& in1 = inp.size() > 1 ? *inp[1] : none;
   int depth = 0;
-  for (const auto& t : in) depth = std::max(depth, t.depth);
+  for (const RefTensor* t : in) depth = std::max(depth, t->depth);
   out.depth = depth + 1;
   const auto ost = strides(out.size);
   const int64_t n = numel(out.size);
@@ -181,26 +187,35 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
   };
   const std::string& name = op.op_func_name;
   if (auto f = unary_fn(name); f && in.size() == 1) {
-    const RefTensor a = conform(in[0], out.dims, out.size);
+    RefTensor tmp;
+    const RefTensor& a = conform(in0, out.dims, out.size, tmp);
     for (int64_t e = 0; e < n; ++e) out.v[size_t(e)] = (*f)(a.v[size_t(e)]);
     if (name == "identity" || name == "shuffle" || name == "ReStickifyOpHBM")
-      out.depth = in[0].format == out.format ? depth : depth + 1;
+      out.depth = in0.format == out.format ? depth : depth + 1;
     return out;
   }
   if (auto f = binary_fn(name); f && in.size() == 2) {
-    std::vector<RefTensor> c;
-    for (const auto& t : in) {
+    RefTensor tmp[2];
+    std::vector<std::reference_wrapper<const RefTensor>> c;
+    for (const RefTensor* tp : in) {
+      const RefTensor& t = *tp;
       std::vector<int64_t> sz(out.size.size(), 1);
       for (size_t i = 0; i < out.dims.size(); ++i) {
         auto it = std::find(t.dims.begin(), t.dims.end(), out.dims[i]);
         if (it != t.dims.end()) sz[i] = t.size[size_t(it - t.dims.begin())];
       }
-      c.push_back(conform(t, out.dims, sz));
+      c.push_back(std::cref(conform(t, out.dims, sz, tmp[c.size()])));
     }
-    const auto s0 = strides(c[0].size), s1 = strides(c[1].size);
+    const RefTensor& c0 = c[0];
+    const RefTensor& c1 = c[1];
+    const auto s0 = strides(c0.size), s1 = strides(c1.size);
+    if (c0.size == out.size && c1.size == out.size) {
+      for (int64_t e = 0; e < n; ++e) out.v[size_t(e)] = (*f)(c0.v[size_t(e)], c1.v[size_t(e)]);
+      return out;
+    }
     for (int64_t e = 0; e < n; ++e, next())
-      out.v[size_t(e)] = (*f)(c[0].v[size_t(bcast_off(k, c[0].size, s0))],
-                              c[1].v[size_t(bcast_off(k, c[1].size, s1))]);
+      out.v[size_t(e)] = (*f)(c0.v[size_t(bcast_off(k, c0.size, s0))],
+                              c1.v[size_t(bcast_off(k, c1.size, s1))]);
     return out;
   }
   if (const std::string r = red_kind(name); !r.empty() && !in.empty()) {
@@ -208,12 +223,13 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     std::vector<int64_t> sz = out.size;
     int rd = -1;
     for (size_t i = 0; i < out.dims.size(); ++i) {
-      auto it = std::find(in[0].dims.begin(), in[0].dims.end(), out.dims[i]);
-      if (it != in[0].dims.end()) sz[i] = in[0].size[size_t(it - in[0].dims.begin())];
+      auto it = std::find(in0.dims.begin(), in0.dims.end(), out.dims[i]);
+      if (it != in0.dims.end()) sz[i] = in0.size[size_t(it - in0.dims.begin())];
       if (sz[i] != out.size[i] && rd < 0) rd = int(i);
     }
     if (rd < 0) throw Unavailable{"cannot tell the reduced dim"};
-    const RefTensor a = conform(in[0], out.dims, sz);
+    RefTensor tmp;
+    const RefTensor& a = conform(in0, out.dims, sz, tmp);
     const auto ast = strides(sz);
     const int64_t len = sz[size_t(rd)];
     const double scale = r == "mean" ? constant_value(s, "scaling_factor", 1.0 / double(len)) : 1.0;
@@ -237,23 +253,23 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     if (r < 2) throw Unavailable{"matmul output of rank < 2"};
     const std::string& mdim = out.dims[r - 2];
     const std::string& ndim = out.dims[r - 1];
-    const std::string kdim = in[0].dims.back();
+    const std::string kdim = in0.dims.back();
     auto idx = [](const RefTensor& t, const std::string& d) -> int {
       auto it = std::find(t.dims.begin(), t.dims.end(), d);
       return it == t.dims.end() ? -1 : int(it - t.dims.begin());
     };
-    const int ak = idx(in[0], kdim), bk = idx(in[1], kdim);
-    if (ak < 0 || bk < 0 || idx(in[0], ndim) >= 0 || idx(in[1], mdim) >= 0)
+    const int ak = idx(in0, kdim), bk = idx(in1, kdim);
+    if (ak < 0 || bk < 0 || idx(in0, ndim) >= 0 || idx(in1, mdim) >= 0)
       throw Unavailable{"matmul operands do not have the [M,K] x [K,N] dims"};
-    if (!in[0].have.empty() || !in[1].have.empty()) throw Unavailable{"its input was only sampled"};
-    const int64_t K = in[0].size[size_t(ak)];
-    const auto ast = strides(in[0].size), bst = strides(in[1].size);
+    if (!in0.have.empty() || !in1.have.empty()) throw Unavailable{"its input was only sampled"};
+    const int64_t K = in0.size[size_t(ak)];
+    const auto ast = strides(in0.size), bst = strides(in1.size);
     // Per output dim, the stride in a and b (0 when absent or broadcast).
     std::vector<int64_t> sa(r, 0), sb(r, 0);
     for (size_t i = 0; i < r; ++i) {
-      const int ia = idx(in[0], out.dims[i]), ib = idx(in[1], out.dims[i]);
-      if (ia >= 0 && in[0].size[size_t(ia)] != 1) sa[i] = ast[size_t(ia)];
-      if (ib >= 0 && in[1].size[size_t(ib)] != 1) sb[i] = bst[size_t(ib)];
+      const int ia = idx(in0, out.dims[i]), ib = idx(in1, out.dims[i]);
+      if (ia >= 0 && in0.size[size_t(ia)] != 1) sa[i] = ast[size_t(ia)];
+      if (ib >= 0 && in1.size[size_t(ib)] != 1) sb[i] = bst[size_t(ib)];
     }
     const int64_t ka = ast[size_t(ak)], kb = bst[size_t(bk)];
     int64_t every = 1;
@@ -269,7 +285,7 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
         ob += k[i] * sb[i];
       }
       double acc = 0;
-      for (int64_t j = 0; j < K; ++j) acc += in[0].v[size_t(oa + j * ka)] * in[1].v[size_t(ob + j * kb)];
+      for (int64_t j = 0; j < K; ++j) acc += in0.v[size_t(oa + j * ka)] * in1.v[size_t(ob + j * kb)];
       out.v[size_t(e)] = acc;
       if (every > 1) out.have[size_t(e)] = 1;
     }
@@ -310,7 +326,7 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
       const Key okey = key_of(ot);
       try {
         const bool red = detail::is_reduction(op.op_func_name);
-        std::vector<RefTensor> in;
+        std::vector<const RefTensor*> in;
         for (uint32_t i : op.inputs) {
           if (red && i == op.outputs[0]) continue;
           const auto t = detail::map_tensor(r, i);
@@ -322,17 +338,17 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
                                                                  : input_at.end();
             if (ia == input_at.end())
               throw Unavailable{s.file + ": " + t.info.name + " is read before anything wrote it"};
-            RefTensor x = shaped(t.info);
             const auto vals = read_tensor(mem, ia->second->info);
             RefTensor src;
             src.dims = ia->second->info.dims;
             src.size = ia->second->info.size;
             src.v.assign(vals.begin(), vals.end());
             src.format = ia->second->info.format;
-            x = conform(src, t.info.dims, t.info.size);
-            it = store.emplace(key, std::move(x)).first;
+            RefTensor tmp;
+            const RefTensor& x = conform(src, t.info.dims, t.info.size, tmp);
+            it = store.emplace(key, &x == &src ? std::move(src) : std::move(tmp)).first;
           }
-          in.push_back(it->second);
+          in.push_back(&it->second);
         }
         RefTensor out = run_op(s, op, in, ot.info, opt);
         store[okey] = std::move(out);
@@ -351,9 +367,15 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
     auto it = store.find(key);
     if (it != store.end()) {
       try {
-        RefTensor t = it->second.have.empty() ? conform(it->second, kt.info.dims, kt.info.size)
-                                              : it->second;
-        if (!it->second.have.empty() && (t.dims != kt.info.dims || t.size != kt.info.size))
+        RefTensor tmp, t;
+        if (it->second.have.empty()) {
+          const RefTensor& c = conform(it->second, kt.info.dims, kt.info.size, tmp);
+          t = &c == &it->second ? std::move(it->second) : std::move(tmp);
+          store.erase(it);
+        } else {
+          t = it->second;
+        }
+        if (!t.have.empty() && (t.dims != kt.info.dims || t.size != kt.info.size))
           throw Unavailable{"sampled output in another dim order"};
         res.outputs[kt.arg_index] = std::move(t);
       } catch (const Unavailable& u) {
