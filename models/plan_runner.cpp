@@ -134,6 +134,10 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
   std::vector<double> busy[kEngineCount];
   for (auto& b : busy) b.assign(n, 0.0);
   std::vector<char> used(n, 0);
+  // Bytes the memory actually moved, for its busy fraction: its bytes_read leaves out reads served
+  // by a coalesced read in flight, which cost no bus time.
+  StatGroup& ms = card.memory().stats();
+  const double moved0 = ms.get("bytes_read") + ms.get("bytes_written");
   for (const auto& stage : plan.stages()) {
     auto progs = stage_programs(stage);
     if (progs.size() > n)
@@ -181,7 +185,8 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
     for (int e = 0; e < kEngineCount; ++e) max_of[e] = std::max(max_of[e], busy[e][c] / T);
   }
   const double peak = card.memory().peak_bandwidth();  // bytes/s
-  const double mem_frac = peak > 0 ? static_cast<double>(r.lpddr5_read + r.lpddr5_write) / (peak * T * 1e-12) : 0;
+  const double moved = ms.get("bytes_read") + ms.get("bytes_written") - moved0;
+  const double mem_frac = peak > 0 ? moved / (peak * T * 1e-12) : 0;
   r.resources = {{"lpddr5", mem_frac},
                  {"dma_load", max_of[static_cast<int>(Engine::Load)]},
                  {"dma_store", max_of[static_cast<int>(Engine::Store)]},
