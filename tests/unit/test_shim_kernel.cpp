@@ -570,3 +570,21 @@ TEST_CASE("shim: shutting the card down with work queued fails that work cleanly
   CHECK(back == host);
   vspyre::shim::shutdownCard();  // idempotent
 }
+
+TEST_CASE("shim: without the card (VSPYRE_SHIM_CARD=0) kernels compute their data and take no time", "[shim][kernel]") {
+  auto ctx = make_context();  // SparseBackend
+  auto* s = ctx->getDefaultStream();
+  const bool had_card = vspyre::shim::cardStats().has_value();
+  Compiled c("add_2048x1024_c32");
+  std::vector<Arg> args = make_args(*ctx, c.dir, 9);
+  for (auto& a : args) upload(s, a);
+  s->synchronize();
+  const auto x = download(s, args[0]), y = download(s, args[1]);
+  JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
+  plan.launch(s, {&args[0].dev, &args[1].dev, &args[2].dev});
+  s->synchronize();
+  std::vector<double> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = double(x[i]) + double(y[i]);
+  CHECK(mismatches(download(s, args[2]), want, nullptr) == 0);
+  CHECK(vspyre::shim::cardStats().has_value() == had_card);  // no card was started
+}
