@@ -588,3 +588,25 @@ TEST_CASE("shim: without the card (VSPYRE_SHIM_CARD=0) kernels compute their dat
   CHECK(mismatches(download(s, args[2]), want, nullptr) == 0);
   CHECK(vspyre::shim::cardStats().has_value() == had_card);  // no card was started
 }
+
+TEST_CASE("shim: a kernel with an HBM pool runs with the pool in its program allocation", "[shim][kernel]") {
+  // relu(neg(x)) with the intermediate demoted through a 2 MiB sdscbundle.device_mem_allocate pool.
+  auto ctx = card_context();
+  auto* s = ctx->getDefaultStream();
+  Compiled c("relu_neg_demote");
+  const auto j = nlohmann::json::parse(slurp(c.dir / "spyreCodeDir" / "spyrecode.json"));
+  CHECK(u(j["JobPreparationPlan"][0]["properties"]["size"]) >= (2u << 20));  // the pool is in it
+  std::vector<Arg> args = make_args(*ctx, c.dir, 13);
+  REQUIRE(args.size() == 2);
+  upload(s, args[0]);
+  s->synchronize();
+  const auto x = download(s, args[0]);
+  JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
+  plan.launch(s, {&args[0].dev, &args[1].dev});
+  s->synchronize();
+  std::vector<double> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = std::max(-double(x[i]), 0.0);
+  std::string first;
+  CHECK(mismatches(download(s, args[1]), want, &first) == 0);
+  INFO(first);
+}
