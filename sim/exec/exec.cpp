@@ -176,33 +176,32 @@ struct Executor {
   Memory& mem;
   const ExecOptions& opt;
   ExecStats st;
-  std::map<uint32_t, std::vector<uint8_t>> lx;  // core id -> its LX
+  std::map<uint32_t, SparseMemory> lx;  // core id -> its LX (pages on first write, zero else)
 
-  std::vector<uint8_t>& lx_of(uint32_t core) {
-    auto& v = lx[core];
-    if (v.empty()) v.assign(size_t(opt.lx_bytes), 0);
-    return v;
-  }
+  SparseMemory& lx_of(uint32_t core) { return lx[core]; }
 
   // The full device image of `t` (HBM: one read of the whole image; LX: each core's slice).
-  std::vector<uint8_t> gather_image(const detail::MappedTensor& t) {
-    std::vector<uint8_t> image(size_t(t.info.image_bytes), 0);
+  // Image buffers are not zero-filled where every byte is written anyway (HBM reads, outputs).
+  std::unique_ptr<uint8_t[]> gather_image(const detail::MappedTensor& t) {
+    const size_t bytes = size_t(t.info.image_bytes);
     if (t.info.placement == bundle::Placement::hbm) {
-      mem.read(t.info.base, image.data(), image.size());
-      st.bytes_read += image.size();
+      std::unique_ptr<uint8_t[]> image(new uint8_t[bytes]);
+      mem.read(t.info.base, image.get(), bytes);
+      st.bytes_read += bytes;
       return image;
     }
+    std::unique_ptr<uint8_t[]> image(new uint8_t[bytes]());
     std::set<std::vector<int64_t>> done;
     for (const auto& cs : t.cores) {
       if (!done.insert(cs.origin).second) continue;
       auto& l = lx_of(cs.core);
       detail::for_each_run(t, cs, [&](uint64_t image_off, uint64_t slice_off, uint64_t n) {
         const uint64_t a = cs.start + slice_off;
-        if (a + n > l.size())
+        if (a + n > opt.lx_bytes)
           throw ExecError(t.info.sdsc_file + ": " + t.info.name + ": LX read of core " +
                           std::to_string(cs.core) + " at offset " + std::to_string(a) +
-                          " runs past the LX (" + std::to_string(l.size()) + " bytes)");
-        std::memcpy(image.data() + image_off, l.data() + a, size_t(n));
+                          " runs past the LX (" + std::to_string(opt.lx_bytes) + " bytes)");
+        l.read(a, image.get() + image_off, size_t(n));
         st.lx_bytes_read += n;
       });
     }
@@ -210,7 +209,7 @@ struct Executor {
   }
 
   // Writes each core's slice of `image` where that core writes it.
-  void scatter_image(const detail::MappedTensor& t, const std::vector<uint8_t>& image) {
+  void scatter_image(const detail::MappedTensor& t, const uint8_t* image) {
     std::set<std::pair<std::vector<int64_t>, uint64_t>> done;
     for (const auto& cs : t.cores) {
       if (!done.insert({cs.origin, t.info.placement == bundle::Placement::hbm ? cs.start
@@ -219,18 +218,18 @@ struct Executor {
         continue;
       if (t.info.placement == bundle::Placement::hbm) {
         detail::for_each_run(t, cs, [&](uint64_t image_off, uint64_t rel_off, uint64_t n) {
-          mem.write(cs.start + rel_off, image.data() + image_off, size_t(n));
+          mem.write(cs.start + rel_off, image + image_off, size_t(n));
           st.bytes_written += n;
         });
       } else {
         auto& l = lx_of(cs.core);
         detail::for_each_run(t, cs, [&](uint64_t image_off, uint64_t slice_off, uint64_t n) {
           const uint64_t a = cs.start + slice_off;
-          if (a + n > l.size())
+          if (a + n > opt.lx_bytes)
             throw ExecError(t.info.sdsc_file + ": " + t.info.name + ": LX write of core " +
                             std::to_string(cs.core) + " at offset " + std::to_string(a) +
-                            " runs past the LX (" + std::to_string(l.size()) + " bytes)");
-          std::memcpy(l.data() + a, image.data() + image_off, size_t(n));
+                            " runs past the LX (" + std::to_string(opt.lx_bytes) + " bytes)");
+          l.write(a, image + image_off, size_t(n));
           st.lx_bytes_written += n;
         });
       }
@@ -256,7 +255,7 @@ struct Executor {
       const auto image = gather_image(t);
       std::vector<uint8_t> buf(fmt::bytes_for(t.info.format, size_t(t.info.numel())));
       const auto stv = fmt::contiguous_strides(t.info.size);
-      fmt::device_to_host(image.data(), t.info.layout,
+      fmt::device_to_host(image.get(), t.info.layout,
                           fmt::MutableHostTensor{buf.data(), t.info.format, t.info.size, stv, 0});
       return host.emplace(lds, std::move(buf)).first->second;
     };
@@ -315,11 +314,12 @@ struct Executor {
     }
     for (uint32_t o : written) {
       auto& t = tensor(o);
-      std::vector<uint8_t> image(size_t(t.info.image_bytes), 0);
+      std::unique_ptr<uint8_t[]> image(new uint8_t[size_t(t.info.image_bytes)]);
       const auto stv = fmt::contiguous_strides(t.info.size);
+      // Padding::zero writes every byte of the image: data lanes, padding lanes, empty sticks.
       fmt::host_to_device(fmt::HostTensor{host[o].data(), t.info.format, t.info.size, stv, 0},
-                          t.info.layout, image.data(), fmt::Padding::zero, opt.rules);
-      scatter_image(t, image);
+                          t.info.layout, image.get(), fmt::Padding::zero, opt.rules);
+      scatter_image(t, image.get());
     }
   }
 };
