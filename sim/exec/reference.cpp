@@ -277,6 +277,38 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       every = std::max<int64_t>(1, n / int64_t(std::max<uint64_t>(1, opt.sample_elements)));
       out.have.assign(size_t(n), 0);
     }
+    // B with K innermost (a transposed copy), so that the dot products run over contiguous memory.
+    const double* bv = in1.v.data();
+    int64_t kbb = kb;
+    std::vector<double> bt;
+    if (every == 1 && kb != 1) {
+      const size_t rb = in1.dims.size();
+      std::vector<int64_t> nst(rb, 0);
+      int64_t stv = K;
+      for (size_t d = rb; d-- > 0;)
+        if (int(d) != bk) {
+          nst[d] = stv;
+          stv *= in1.size[d];
+        }
+      nst[size_t(bk)] = 1;
+      bt.resize(in1.v.size());
+      std::vector<int64_t> c(rb, 0);
+      for (size_t e = 0; e < in1.v.size(); ++e) {
+        int64_t o = 0;
+        for (size_t d = 0; d < rb; ++d) o += c[d] * nst[d];
+        bt[size_t(o)] = in1.v[e];
+        for (size_t d = rb; d-- > 0;) {
+          if (++c[d] < in1.size[d]) break;
+          c[d] = 0;
+        }
+      }
+      for (size_t i = 0; i < r; ++i) {
+        const int ib = idx(in1, out.dims[i]);
+        sb[i] = ib >= 0 && in1.size[size_t(ib)] != 1 ? nst[size_t(ib)] : 0;
+      }
+      bv = bt.data();
+      kbb = 1;
+    }
     for (int64_t e = 0; e < n; ++e, next()) {
       if (every > 1 && (e % every) != (e / every) % every) continue;
       int64_t oa = 0, ob = 0;
@@ -285,7 +317,9 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
         ob += k[i] * sb[i];
       }
       double acc = 0;
-      for (int64_t j = 0; j < K; ++j) acc += in0.v[size_t(oa + j * ka)] * in1.v[size_t(ob + j * kb)];
+      const double* pa = in0.v.data() + oa;
+      const double* pb = bv + ob;
+      for (int64_t j = 0; j < K; ++j) acc += pa[j * ka] * pb[j * kbb];
       out.v[size_t(e)] = acc;
       if (every > 1) out.have[size_t(e)] = 1;
     }
