@@ -181,16 +181,29 @@ struct Executor {
   SparseMemory& lx_of(uint32_t core) { return lx[core]; }
 
   // The full device image of `t` (HBM: one read of the whole image; LX: each core's slice).
-  // Image buffers are not zero-filled where every byte is written anyway (HBM reads, outputs).
-  std::unique_ptr<uint8_t[]> gather_image(const detail::MappedTensor& t) {
+  // One image buffer, reused (and grown) for every tensor of the run: fresh multi-megabyte
+  // allocations cost more in page faults than the copies themselves.
+  std::unique_ptr<uint8_t[]> scratch;
+  size_t scratch_bytes = 0;
+  uint8_t* image_buffer(size_t bytes) {
+    if (bytes > scratch_bytes) {
+      scratch.reset(new uint8_t[bytes]);
+      scratch_bytes = bytes;
+    }
+    return scratch.get();
+  }
+
+  // The full device image of `t` in the scratch buffer (HBM: one read of the whole image; LX:
+  // each core's slice, the rest zero).
+  uint8_t* gather_image(const detail::MappedTensor& t) {
     const size_t bytes = size_t(t.info.image_bytes);
+    uint8_t* image = image_buffer(bytes);
     if (t.info.placement == bundle::Placement::hbm) {
-      std::unique_ptr<uint8_t[]> image(new uint8_t[bytes]);
-      mem.read(t.info.base, image.get(), bytes);
+      mem.read(t.info.base, image, bytes);
       st.bytes_read += bytes;
       return image;
     }
-    std::unique_ptr<uint8_t[]> image(new uint8_t[bytes]());
+    std::memset(image, 0, bytes);
     std::set<std::vector<int64_t>> done;
     for (const auto& cs : t.cores) {
       if (!done.insert(cs.origin).second) continue;
@@ -201,7 +214,7 @@ struct Executor {
           throw ExecError(t.info.sdsc_file + ": " + t.info.name + ": LX read of core " +
                           std::to_string(cs.core) + " at offset " + std::to_string(a) +
                           " runs past the LX (" + std::to_string(opt.lx_bytes) + " bytes)");
-        l.read(a, image.get() + image_off, size_t(n));
+        l.read(a, image + image_off, size_t(n));
         st.lx_bytes_read += n;
       });
     }
@@ -252,10 +265,10 @@ struct Executor {
       auto it = host.find(lds);
       if (it != host.end()) return it->second;
       auto& t = tensor(lds);
-      const auto image = gather_image(t);
+      const uint8_t* image = gather_image(t);
       std::vector<uint8_t> buf(fmt::bytes_for(t.info.format, size_t(t.info.numel())));
       const auto stv = fmt::contiguous_strides(t.info.size);
-      fmt::device_to_host(image.get(), t.info.layout,
+      fmt::device_to_host(image, t.info.layout,
                           fmt::MutableHostTensor{buf.data(), t.info.format, t.info.size, stv, 0});
       return host.emplace(lds, std::move(buf)).first->second;
     };
@@ -314,12 +327,12 @@ struct Executor {
     }
     for (uint32_t o : written) {
       auto& t = tensor(o);
-      std::unique_ptr<uint8_t[]> image(new uint8_t[size_t(t.info.image_bytes)]);
+      uint8_t* image = image_buffer(size_t(t.info.image_bytes));
       const auto stv = fmt::contiguous_strides(t.info.size);
       // Padding::zero writes every byte of the image: data lanes, padding lanes, empty sticks.
       fmt::host_to_device(fmt::HostTensor{host[o].data(), t.info.format, t.info.size, stv, 0},
-                          t.info.layout, image.get(), fmt::Padding::zero, opt.rules);
-      scatter_image(t, image.get());
+                          t.info.layout, image, fmt::Padding::zero, opt.rules);
+      scatter_image(t, image);
     }
   }
 };
