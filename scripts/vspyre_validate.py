@@ -49,7 +49,7 @@ DEFAULT_CONFIG = ROOT / "configs" / "spyre.yaml"
 TYPES = ("M", "M-ratio", "P")
 ROW_KEYS = {"id", "section", "workload", "shapes", "dtype", "cores", "layout", "lx", "split",
             "type", "measured_us", "measured_range_us", "predicted_us", "measured_ratio",
-            "numerator", "denominator", "source", "fixture", "metric", "note"}
+            "numerator", "denominator", "source", "fixture", "generated_fixture", "metric", "note"}
 CSV_COLUMNS = ["id", "section", "type", "unit", "measured", "predicted", "error_percent",
                "counted", "direction_measured", "direction_predicted", "direction_reproduced",
                "status", "other_model_us", "fixture", "metric", "numerator", "denominator",

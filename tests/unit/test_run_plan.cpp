@@ -375,3 +375,27 @@ TEST_CASE("run: an LX shuffle becomes per-run ring transfers between the produce
   // The same bytes as one transfer per destination would take a few microseconds at most.
   CHECK(shuffle_ps < 50e6);
 }
+
+TEST_CASE("run: every bundle captured from the real compiler lowers and runs", "[run]") {
+  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured";
+  RUN_REQUIRE_DIR(dir);
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  int n = 0;
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (fs::exists(e.path() / "bundle.mlir")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& d : dirs) {
+    // The large matmuls take seconds; their lowering is checked, the rest also run.
+    INFO("captured bundle " << d.filename().string());
+    const plan::Plan p = lower_dir(card, d);
+    CHECK(p.stages_size() >= 2);
+    if (d.filename().string().rfind("matmul_", 0) == 0) continue;
+    const PlanResult r = run_plan(card, p);
+    CHECK(r.kernel_ps > plan_card_params(card).launch_overhead_ps);
+    CHECK(r.lpddr5_write > 0);
+    ++n;
+  }
+  CHECK(n >= 10);
+}
