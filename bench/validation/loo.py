@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Leave-one-out check of the fitted knobs (issue 6).
+
+For each knob, the counted rows it is fitted on are predicted at every value of a grid (one
+`vspyre validate --json` per value, with the knob overridden through a config that includes the
+card's). Then, for each row in turn, the knob is fitted on the other rows (the grid value with the
+least MAPE over them) and the left-out row is predicted with that value. Printed per row: the
+value the fit chose without it, its error then, and its error with the committed value.
+
+    python3 bench/validation/loo.py [--vspyre BIN] [--jobs N]
+"""
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# knob (dotted config path), grid, committed value, the rows (validate --rows regex) it is fitted on
+KNOBS = [
+    ("card.memory.write_batch", ["256B", "288B", "320B", "352B", "384B"], "320B", "^6a$"),
+    ("card.core.pt.pass_overhead", ["10", "11", "12", "13", "14", "15"], "13", r"^mm_2048x(512|1024)x2048_c(1|2|4)$"),
+]
+
+
+def overlay(path, value):
+    keys = path.split(".")
+    text = f"include: [{ROOT / 'configs' / 'spyre.yaml'}]\n"
+    for depth, k in enumerate(keys):
+        text += "  " * depth + k + (":" if depth + 1 < len(keys) else f": {value}") + "\n"
+    return text
+
+
+def errors(vspyre, rows, path, value, jobs):
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / "card.yaml"
+        cfg.write_text(overlay(path, value))
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "vspyre_validate.py"), "--vspyre", vspyre,
+                              "--config", str(cfg), "--rows", rows, "--json", "--no-plot", "-j", str(jobs),
+                              "--out", str(Path(tmp) / "out")], capture_output=True, text=True)
+        if out.returncode not in (0, 1):
+            sys.exit(f"loo: validate failed: {out.stderr.strip()}")
+        doc = json.loads(out.stdout)
+    return {r["id"]: r["error_percent"] for r in doc["rows"]
+            if r.get("counted") and r.get("type") == "M" and r.get("error_percent") is not None}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vspyre", default=str(ROOT / "build" / "release" / "cli" / "vspyre"))
+    ap.add_argument("--jobs", "-j", type=int, default=2)
+    a = ap.parse_args()
+    for path, grid, committed, rows in KNOBS:
+        table = {v: errors(a.vspyre, rows, path, v, a.jobs) for v in grid}
+        ids = sorted(table[grid[0]])
+        print(f"{path} (grid {', '.join(grid)}; committed {committed}; rows {rows})")
+        print(f"  {'left out':32s} {'fit without it':>14s} {'error then':>11s} {'error, committed':>17s}")
+        loo = []
+        for rid in ids:
+            others = [i for i in ids if i != rid]
+            best = min(grid, key=lambda v: sum(abs(table[v][i]) for i in others) / len(others))
+            loo.append(abs(table[best][rid]))
+            print(f"  {rid:32s} {best:>14s} {table[best][rid]:+10.1f}% {table[committed][rid]:+16.1f}%")
+        print(f"  leave-one-out MAPE {sum(loo) / len(loo):.1f} % over {len(loo)} rows; "
+              f"in-sample with the committed value {sum(abs(table[committed][i]) for i in ids) / len(ids):.1f} %")
+
+
+if __name__ == "__main__":
+    main()
