@@ -80,7 +80,8 @@ const char* kRunHelp =
     "(sim/exec, vspyre::ops) and its outputs are written in the SDSC's stick layout. Each output is\n"
     "checked against a double-precision host reference (elementwise, reductions, matmul, copies;\n"
     "large matmuls on a sample of elements): max abs/rel error and PASS/FAIL against depth x the\n"
-    "format's rounding unit, where depth is the number of device roundings on the path.\n"
+    "format's rounding unit, where depth is the number of device roundings on the path. A FAIL\n"
+    "is reported, not an error: the exit code stays 0.\n"
     "\n"
     "  --json            one JSON object: kernel_time_us, cores_used, per_core, bytes, bottleneck,\n"
     "                    data {seed, host_seconds, tensors [{arg, role, shape, check}], all_pass}\n"
@@ -425,7 +426,10 @@ std::string format_data(const nlohmann::json& d) {
     }
     s += "\n";
   }
-  s += std::string("data check: ") + (d["all_pass"].get<bool>() ? "PASS" : "FAIL") + "\n";
+  if (d["checked"].get<int>() == 0)
+    s += "data check: not checked (no output has a simple double reference)\n";
+  else
+    s += std::string("data check: ") + (d["all_pass"].get<bool>() ? "PASS" : "FAIL") + "\n";
   return s;
 }
 
