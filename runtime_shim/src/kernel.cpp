@@ -66,6 +66,10 @@ BoundKernel bind_kernel(DeviceBackend& mem, KernelCache& cache, const ComputeLau
     fail(where + ": the image says " + std::to_string(h.total_bytes) + " bytes but the program allocation has " +
          std::to_string(room) + " from the bootstrap offset");
 
+  constexpr uint64_t kMaxImageBytes = 256ull << 20;  // a bundle's files are far smaller
+  if (h.total_bytes > kMaxImageBytes)
+    fail(where + ": the image says " + std::to_string(h.total_bytes) + " bytes, more than the " +
+         std::to_string(kMaxImageBytes) + " a program image may have");
   std::shared_ptr<const KernelProgram> prog = cache.find(h.payload_hash);
   if (!prog) {
     std::vector<uint8_t> bytes(h.total_bytes);
