@@ -128,6 +128,10 @@ struct Sdsc {
   uint32_t slices_of(std::string_view dim) const;  // 1 if the dim is not divided
   const Allocation* allocation(uint32_t lds_idx, Placement p) const;
   const LayoutInfo* layout_for(const LabeledDs& ds) const;  // primary_ds_info[ds_type]
+  // ds.scale_ entry of `dim`. scale_ follows the primaryDsInfo_ layout of the tensor's role, which
+  // an allocation may order differently (a broadcast operand laid out [out, mb] under a primary
+  // [mb, out]); 1 when the dim is not in that layout.
+  int32_t scale_of(const LabeledDs& ds, std::string_view dim) const;
 };
 
 // Parses and validates one SDSC. `file_name` labels error messages.

@@ -592,7 +592,7 @@ class SdscLoader {
     uint64_t core_sticks = 1, full_sticks = 1, span = 0, stride = 1;
     for (size_t i = 0; i < a.layout_dim_order.size(); ++i) {
       const std::string& dim = a.layout_dim_order[i];
-      int32_t scale = ds.scale[i];
+      int32_t scale = m_s.scale_of(ds, dim);
       auto full = static_cast<uint64_t>(m_s.n_of(dim));
       auto core = static_cast<uint64_t>(std::max(m_s.ss_of(dim), m_s.el_of(dim)));
       if (scale < 0) full = core = 1;  // reduced or broadcast: one element (or one stick)
@@ -867,6 +867,14 @@ const Allocation* Sdsc::allocation(uint32_t lds_idx, Placement p) const {
     if (a.lds_idx == lds_idx && a.placement == p) return &a;
   return nullptr;
 }
+int32_t Sdsc::scale_of(const LabeledDs& ds, std::string_view dim) const {
+  const LayoutInfo* li = layout_for(ds);
+  if (!li) return 1;
+  auto it = std::find(li->layout_dim_order.begin(), li->layout_dim_order.end(), dim);
+  const auto pos = static_cast<size_t>(it - li->layout_dim_order.begin());
+  return it != li->layout_dim_order.end() && pos < ds.scale.size() ? ds.scale[pos] : 1;
+}
+
 const LayoutInfo* Sdsc::layout_for(const LabeledDs& ds) const {
   auto it = primary_ds_info.find(ds.ds_type);
   return it == primary_ds_info.end() ? nullptr : &it->second;

@@ -161,7 +161,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
   for (size_t i = 0; i < n; ++i) {
     const int64_t N = s.n_of(t.layout[i]);
     if (N <= 0) throw ExecError(where + ": dim '" + t.layout[i] + "' has no size in N_");
-    tsize[i] = ds.scale[i] == 1 ? N : 1;
+    tsize[i] = s.scale_of(ds, t.layout[i]) == 1 ? N : 1;
   }
   // Host order.
   t.info.dims = host_dims(s, lds, t.layout);
@@ -200,7 +200,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
   std::vector<int64_t> slice_elems(n);
   for (size_t i = 0; i < n; ++i) {
     const std::string& d = t.layout[i];
-    if (ds.scale[i] != 1) {
+    if (s.scale_of(ds, d) != 1) {
       slice_elems[i] = 1;
     } else if (!own.empty()) {
       const int64_t cnt = own_count.count(d) ? own_count[d] : 1;
@@ -238,7 +238,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
     for (size_t i = 0; i < n; ++i) {
       const std::string& d = t.layout[i];
       int64_t o = 0, e = tsize[i];
-      if (ds.scale[i] == 1) {
+      if (s.scale_of(ds, d) == 1) {
         if (!own.empty()) {
           auto ci = own.find(c);
           const int64_t k = ci == own.end() || !ci->second.count(d) ? 0 : ci->second.at(d);

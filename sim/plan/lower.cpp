@@ -139,14 +139,7 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
              : li ? li->layout_dim_order : std::vector<std::string>{};
     uint64_t stride = m_card.stick_bytes;
     for (const auto& d : t.dims) {
-      // scale_ is in primaryDsInfo_ layout order; find this dim there.
-      int32_t scale = 1;
-      if (li) {
-        auto it = std::find(li->layout_dim_order.begin(), li->layout_dim_order.end(), d);
-        const size_t pos = static_cast<size_t>(it - li->layout_dim_order.begin());
-        if (it != li->layout_dim_order.end() && pos < ds.scale.size()) scale = ds.scale[pos];
-      }
-      const bool red = scale < 0;
+      const bool red = s.scale_of(ds, d) < 0;
       const bool stk = d == stick_dim;
       const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(1, s.n_of(d)));
       const uint64_t full = red ? 1 : stk ? ceil_div(n, t.stick_elems) : n;
