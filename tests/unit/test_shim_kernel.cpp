@@ -26,6 +26,7 @@
 
 #include "sim/bundle/bundle.h"
 #include "sim/exec/exec.h"
+#include "sim/exec/reference.h"
 #include "sim/plan/lower.h"
 #include "spyrecode-host-functions/fast_process_hcm.h"
 #include "spyrecode-host-functions/processSpyreCodeArtifacts.h"
@@ -609,4 +610,61 @@ TEST_CASE("shim: a kernel with an HBM pool runs with the pool in its program all
   std::string first;
   CHECK(mismatches(download(s, args[1]), want, &first) == 0);
   INFO(first);
+}
+
+TEST_CASE("shim: the real compiler's spyrecli kernels run through dxp_standalone and the shim", "[shim][kernel]") {
+  // Real torch-spyre + DeepTools frontend output (bundle.mlir + SDSCs from the shared data),
+  // compiled by our dxp_standalone, launched with torch-spyre's JobPlan sequence; each output
+  // is compared with sim/exec's double-precision logical reference evaluated on the same inputs.
+  const fs::path data = fs::path(VSPYRE_SHARED_DIR) / "spyre" / "data";
+  if (!fs::is_directory(data)) {
+    WARN("skipped: spyre data folder absent: " << data.string());
+    return;
+  }
+  auto ctx = card_context();
+  auto* s = ctx->getDefaultStream();
+  const std::pair<const char*, int> kernels[] = {{"add_3d", 1}, {"mm", 1}, {"bmm", 1}, {"mean_keepdim", 1}, {"softmax", 6}};
+  for (const auto& [k, n] : kernels) {
+    INFO(k);
+    TempDir t;
+    const fs::path dir = t.dir / k;
+    fs::create_directories(dir);
+    fs::copy_file(data / (std::string("spyrecli_") + k + "_bundle.mlir"), dir / "bundle.mlir");
+    for (int i = 0; i < n; ++i)
+      fs::copy_file(data / ("spyrecli_" + std::string(k) + "_sdsc_" + std::to_string(i) + ".json"),
+                    dir / ("sdsc_" + std::to_string(i) + ".json"));
+    REQUIRE(std::system((std::string(VSPYRE_DXP_STANDALONE) + " -d " + dir.string()).c_str()) == 0);
+
+    // Inputs on the device, and the same device images in a local memory for the reference.
+    std::vector<Arg> args = make_args(*ctx, dir, 17);
+    const auto lb = vspyre::bundle::load_bundle(dir);
+    const auto b = vspyre::plan::default_bindings(lb);
+    const auto resolved = vspyre::bundle::resolve(lb, b);
+    auto kts = exec::kernel_tensors(lb, resolved, b);
+    std::sort(kts.begin(), kts.end(), [](const auto& x, const auto& y) { return x.arg_index < y.arg_index; });
+    exec::SparseMemory mem;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!kts[i].read_first) continue;
+      upload(s, args[i]);
+      exec::write_tensor(mem, kts[i].info, args[i].host);
+    }
+    s->synchronize();
+    const exec::RefResult ref = exec::reference(resolved, kts, mem);
+
+    JobPlan plan(*ctx, s, dir / "spyreCodeDir");
+    std::vector<const flex::CompositeAddress*> ptrs;
+    for (auto& a : args) ptrs.push_back(&a.dev);
+    plan.launch(s, ptrs);
+    s->synchronize();
+    int checked = 0;
+    for (const auto& [idx, rt] : ref.outputs) {
+      const auto got = download(s, args[idx]);
+      const exec::Comparison cmp = exec::compare(got, rt);
+      INFO("argument " << idx << ": max_rel " << cmp.max_rel << ", tolerance " << cmp.tolerance);
+      CHECK(cmp.compared > 0);
+      CHECK(cmp.pass);
+      ++checked;
+    }
+    CHECK(checked >= 1);
+  }
 }
