@@ -1,4 +1,5 @@
-// Host cost of every fixture bundle (tests/fixtures/bundles), with and without data:
+// Host cost of every fixture bundle (tests/fixtures/bundles, and tests/fixtures/captured as
+// captured_<name>), with and without data:
 //   fixture/<name>/timing  lower + run the timing plan on the card (as `vspyre run --no-data`)
 //   fixture/<name>/data    the functional executor alone (sim/exec: ops in the device formats,
 //                          stick layouts, per-core slices), inputs already in device memory
@@ -36,6 +37,7 @@ using namespace vspyre;
 namespace {
 
 const fs::path k_fixtures = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles";
+const fs::path k_captured = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured";
 constexpr uint64_t k_large_macs = 1ull << 33;
 
 Card& card() {
@@ -72,10 +74,15 @@ std::vector<Fixture>& fixtures() {
 }
 
 void scan() {
-  for (const auto& e : fs::directory_iterator(k_fixtures)) {
+  std::vector<fs::directory_entry> dirs;
+  for (const auto& e : fs::directory_iterator(k_fixtures)) dirs.push_back(e);
+  if (fs::is_directory(k_captured))
+    for (const auto& e : fs::directory_iterator(k_captured)) dirs.push_back(e);
+  for (const auto& e : dirs) {
     if (!e.is_directory() || !fs::exists(e.path() / "bundle.mlir")) continue;
     Fixture f;
-    f.name = e.path().filename().string();
+    f.name = e.path().parent_path().filename() == "captured" ? "captured_" + e.path().filename().string()
+                                                              : e.path().filename().string();
     f.dir = e.path();
     const auto lb = bundle::load_bundle(f.dir);
     for (const auto& [_, s] : lb.sdscs)

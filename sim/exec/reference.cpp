@@ -228,6 +228,9 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       if (sz[i] != out.size[i] && rd < 0) rd = int(i);
     }
     if (rd < 0) throw Unavailable{"cannot tell the reduced dim"};
+    for (size_t i = 0; i < sz.size(); ++i)
+      if (int(i) != rd && sz[i] != out.size[i])
+        throw Unavailable{"input and output differ in more than the reduced dim"};
     RefTensor tmp;
     const RefTensor& a = conform(in0, out.dims, sz, tmp);
     const auto ast = strides(sz);
@@ -263,6 +266,17 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       throw Unavailable{"matmul operands do not have the [M,K] x [K,N] dims"};
     if (!in0.have.empty() || !in1.have.empty()) throw Unavailable{"its input was only sampled"};
     const int64_t K = in0.size[size_t(ak)];
+    if (in1.size[size_t(bk)] != K) throw Unavailable{"matmul operands differ in K"};
+    for (size_t i = 0; i < r; ++i) {
+      const int ia = idx(in0, out.dims[i]), ib = idx(in1, out.dims[i]);
+      if ((ia >= 0 && in0.size[size_t(ia)] != 1 && in0.size[size_t(ia)] != out.size[i]) ||
+          (ib >= 0 && in1.size[size_t(ib)] != 1 && in1.size[size_t(ib)] != out.size[i]))
+        throw Unavailable{"matmul operand and output sizes differ in dim '" + out.dims[i] + "'"};
+    }
+    for (const auto& d : in0.dims)
+      if (d != kdim && idx(out, d) < 0) throw Unavailable{"matmul input dim '" + d + "' not in the output"};
+    for (const auto& d : in1.dims)
+      if (d != kdim && idx(out, d) < 0) throw Unavailable{"matmul kernel dim '" + d + "' not in the output"};
     const auto ast = strides(in0.size), bst = strides(in1.size);
     // Per output dim, the stride in a and b (0 when absent or broadcast).
     std::vector<int64_t> sa(r, 0), sb(r, 0);
@@ -344,14 +358,107 @@ double format_epsilon(fmt::DataFormat f) {
   }
 }
 
+namespace {
+
+// Calls fn(e, d) for every logical element e (row-major over info.size) with d its element index
+// in the tensor's device image (row-major over layout.device_size).
+template <class Fn>
+void for_each_device_index(const TensorInfo& info, Fn&& fn) {
+  const auto& L = info.layout;
+  const size_t nd = L.device_size.size(), hr = info.size.size();
+  if (hr == 0) {
+    fn(int64_t(0), int64_t(0));
+    return;
+  }
+  std::vector<int64_t> w(nd);
+  int64_t acc = 1;
+  for (size_t k = nd; k-- > 0;) {
+    w[k] = acc;
+    acc *= L.device_size[k];
+  }
+  // Contribution of each coordinate value of each host dim to the device index.
+  std::vector<std::vector<int64_t>> T(hr);
+  for (size_t h = 0; h < hr; ++h) T[h].assign(size_t(info.size[h]), 0);
+  std::vector<int64_t> running(hr, 1);
+  for (size_t k = nd; k-- > 0;) {
+    const int32_t h = L.dim_map[k];
+    if (h < 0) continue;
+    auto& t = T[size_t(h)];
+    for (size_t x = 0; x < t.size(); ++x)
+      t[x] += (int64_t(x) / running[size_t(h)] % L.device_size[k]) * w[k];
+    running[size_t(h)] *= L.device_size[k];
+  }
+  const int64_t n = info.numel();
+  if (n == 0) return;
+  std::vector<int64_t> c(hr, 0);
+  const size_t last = hr - 1;
+  const auto& tl = T[last];
+  int64_t e = 0;
+  for (;;) {
+    int64_t base = 0;
+    for (size_t h = 0; h < last; ++h) base += T[h][size_t(c[h])];
+    for (int64_t x = 0; x < info.size[last]; ++x) fn(e++, base + tl[size_t(x)]);
+    size_t h = last;
+    for (;;) {
+      if (h == 0) return;
+      --h;
+      if (++c[h] < info.size[h]) break;
+      c[h] = 0;
+    }
+  }
+}
+
+// A tensor as the reference keeps it between ops: values in device-image element order, so that
+// SDSCs that name or order the same bytes' dims differently (the real compiler renames dims from
+// one SDSC to the next) still meet.
+struct Stored {
+  std::vector<double> v;
+  std::vector<uint8_t> have;  // empty: all
+  int depth = 0;
+  fmt::DataFormat format = fmt::DataFormat::INVALID;
+};
+
+int64_t device_elements(const TensorInfo& info) {
+  return int64_t(info.image_bytes * 8 / uint64_t(fmt::bits_per_element(info.format)));
+}
+
+Stored store_of(const RefTensor& t, const TensorInfo& info) {
+  Stored s;
+  s.depth = t.depth;
+  s.format = t.format;
+  s.v.assign(size_t(device_elements(info)), NAN);
+  if (!t.have.empty()) s.have.assign(s.v.size(), 0);
+  for_each_device_index(info, [&](int64_t e, int64_t d) {
+    s.v[size_t(d)] = t.v[size_t(e)];
+    if (!t.have.empty()) s.have[size_t(d)] = t.have[size_t(e)];
+  });
+  return s;
+}
+
+RefTensor logical_of(const Stored& s, const TensorInfo& info) {
+  if (int64_t(s.v.size()) != device_elements(info))
+    throw Unavailable{info.name + " is read with another image size than it was written"};
+  RefTensor t = shaped(info);
+  t.depth = s.depth;
+  t.format = s.format;
+  if (!s.have.empty()) t.have.assign(t.v.size(), 0);
+  for_each_device_index(info, [&](int64_t e, int64_t d) {
+    t.v[size_t(e)] = s.v[size_t(d)];
+    if (!s.have.empty()) t.have[size_t(e)] = s.have[size_t(d)];
+  });
+  return t;
+}
+
+}  // namespace
+
 RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
                     const std::vector<KernelTensor>& kernel, Memory& mem, const RefOptions& opt) {
   RefResult res;
-  std::map<Key, RefTensor> store;
+  std::map<Key, Stored> store;
   std::map<Key, std::string> broken;  // tensors whose reference could not be computed, and why
-  std::map<uint64_t, const KernelTensor*> input_at;
+  std::set<uint64_t> input_at;
   for (const auto& kt : kernel)
-    if (kt.read_first) input_at[kt.info.base] = &kt;
+    if (kt.read_first) input_at.insert(kt.info.base);
   for (const auto& r : plan) {
     const bundle::Sdsc& s = *r.sdsc;
     for (const auto& op : s.compute_ops) {
@@ -360,32 +467,32 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
       const Key okey = key_of(ot);
       try {
         const bool red = detail::is_reduction(op.op_func_name);
-        std::vector<const RefTensor*> in;
+        std::vector<RefTensor> ins;
+        ins.reserve(op.inputs.size());
         for (uint32_t i : op.inputs) {
           if (red && i == op.outputs[0]) continue;
           const auto t = detail::map_tensor(r, i);
           const Key key = key_of(t);
           auto it = store.find(key);
-          if (it == store.end()) {
-            if (auto b = broken.find(key); b != broken.end()) throw Unavailable{b->second};
-            auto ia = t.info.placement == bundle::Placement::hbm ? input_at.find(t.info.base)
-                                                                 : input_at.end();
-            if (ia == input_at.end())
-              throw Unavailable{s.file + ": " + t.info.name + " is read before anything wrote it"};
-            const auto vals = read_tensor(mem, ia->second->info);
-            RefTensor src;
-            src.dims = ia->second->info.dims;
-            src.size = ia->second->info.size;
-            src.v.assign(vals.begin(), vals.end());
-            src.format = ia->second->info.format;
-            RefTensor tmp;
-            const RefTensor& x = conform(src, t.info.dims, t.info.size, tmp);
-            it = store.emplace(key, &x == &src ? std::move(src) : std::move(tmp)).first;
+          if (it != store.end()) {
+            if (!it->second.have.empty()) throw Unavailable{"its input was only sampled"};
+            ins.push_back(logical_of(it->second, t.info));
+            continue;
           }
-          in.push_back(&it->second);
+          if (auto b = broken.find(key); b != broken.end()) throw Unavailable{b->second};
+          if (t.info.placement != bundle::Placement::hbm || !input_at.count(t.info.base))
+            throw Unavailable{s.file + ": " + t.info.name + " is read before anything wrote it"};
+          // A kernel input, as the device holds it, in this SDSC's view.
+          const auto vals = read_tensor(mem, t.info);
+          RefTensor x = shaped(t.info);
+          x.v.assign(vals.begin(), vals.end());
+          store.emplace(key, store_of(x, t.info));
+          ins.push_back(std::move(x));
         }
-        RefTensor out = run_op(s, op, in, ot.info, opt);
-        store[okey] = std::move(out);
+        std::vector<const RefTensor*> in;
+        for (const auto& x : ins) in.push_back(&x);
+        const RefTensor out = run_op(s, op, in, ot.info, opt);
+        store[okey] = store_of(out, ot.info);
         broken.erase(okey);
       } catch (const Unavailable& u) {
         store.erase(okey);
@@ -401,17 +508,7 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
     auto it = store.find(key);
     if (it != store.end()) {
       try {
-        RefTensor tmp, t;
-        if (it->second.have.empty()) {
-          const RefTensor& c = conform(it->second, kt.info.dims, kt.info.size, tmp);
-          t = &c == &it->second ? std::move(it->second) : std::move(tmp);
-          store.erase(it);
-        } else {
-          t = it->second;
-        }
-        if (!t.have.empty() && (t.dims != kt.info.dims || t.size != kt.info.size))
-          throw Unavailable{"sampled output in another dim order"};
-        res.outputs[kt.arg_index] = std::move(t);
+        res.outputs[kt.arg_index] = logical_of(it->second, kt.info);
       } catch (const Unavailable& u) {
         res.unavailable[kt.arg_index] = u.why;
       }
