@@ -1,8 +1,6 @@
 // Device memory allocator: segments 0..6 hold tensors, segment 7 programs; 128-byte granules;
 // first fit; finite capacity; memory-pressure callback, then "out of memory".
-#include <chrono>
 #include <sstream>
-#include <thread>
 #include <stdexcept>
 
 #include "shim_internal.h"
@@ -32,7 +30,6 @@ AllocatorCore::AllocatorCore(uint64_t cap, std::shared_ptr<vspyre::shim::DeviceB
 
 std::optional<uint64_t> AllocatorCore::tryAllocate(uint64_t size, uint64_t alignment,
                                                    MemoryType type) {
-  retireDeferred();
   if (size > capacity - std::min(capacity, used)) return std::nullopt;
   const uint64_t seg_lo = type == MemoryType::Program ? PROG_SEGMENT : 0;
   const uint64_t seg_hi = type == MemoryType::Program ? PROG_SEGMENT + 1 : kTensorSegments;
@@ -57,67 +54,12 @@ std::optional<uint64_t> AllocatorCore::tryAllocate(uint64_t size, uint64_t align
   return std::nullopt;
 }
 
-bool& in_operation() {
-  thread_local bool v = false;
-  return v;
-}
-
-namespace {
-bool fence_passed(const FreeFence& f) {
-  for (const auto& [done, need] : f)
-    if (done->load(std::memory_order_acquire) < need) return false;
-  return true;
-}
-}  // namespace
-
-// A tensor freed while operations that may use it are still queued (torch frees a temporary as
-// soon as the call that launched a kernel on it returns) keeps its memory, contents and live
-// range until those operations have completed; only then is it reused or zeroed. Like a stream-
-// ordered caching allocator, in the simplest form: the fence is every operation in flight.
 void AllocatorCore::release(uint64_t dmva) {
-  std::function<FreeFence()> fn;
-  {
-    std::lock_guard<std::mutex> lk(mutex);
-    fn = fence_now;
-  }
-  FreeFence fence;
-  if (fn) fence = fn();  // without our lock: it takes the context's
   std::lock_guard<std::mutex> lk(mutex);
   auto it = live_.find(dmva);
   if (it == live_.end()) return;  // not ours (cannot happen for owning addresses)
   const uint64_t size = it->second;
-  if (!fence.empty() && !fence_passed(fence)) {
-    deferred_.push_back(Deferred{dmva, size, std::move(fence)});
-    return;
-  }
-  releaseNow(dmva, size);
-}
-
-void AllocatorCore::retireDeferred() {
-  for (size_t i = 0; i < deferred_.size();) {
-    if (fence_passed(deferred_[i].fence)) {
-      const Deferred d = std::move(deferred_[i]);
-      deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
-      releaseNow(d.dmva, d.size);
-    } else {
-      ++i;
-    }
-  }
-}
-
-void AllocatorCore::waitDeferred() {
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lk(mutex);
-      retireDeferred();
-      if (deferred_.empty()) return;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
-
-void AllocatorCore::releaseNow(uint64_t dmva, uint64_t size) {
-  live_.erase(dmva);
+  live_.erase(it);
   used -= size;
   if (freed_.size() > 100000) freed_.clear();  // diagnostics only; bound the memory
   freed_[dmva] = size;
@@ -232,13 +174,6 @@ CompositeAddress FlexAllocator::allocate(size_t nbytes, const AllocationDirectiv
   }
   std::unique_lock<std::mutex> lk(core_->mutex);
   auto dmva = core_->tryAllocate(size, align, directive.memory_type);
-  if (!dmva && core_->hasDeferred() && !detail::in_operation()) {
-    // Memory freed behind queued work: wait for that work, then try again.
-    lk.unlock();
-    core_->waitDeferred();
-    lk.lock();
-    dmva = core_->tryAllocate(size, align, directive.memory_type);
-  }
   if (!dmva && core_->pressure_cb) {
     auto cb = core_->pressure_cb;  // the callback may unlock; keep our own copy
     cb(lk);

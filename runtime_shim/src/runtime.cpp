@@ -69,13 +69,6 @@ ContextImpl::ContextImpl(const vspyre::shim::ContextOptions& o)
   backend = opts.backend ? opts.backend : std::make_shared<vspyre::shim::SparseBackend>();
   core = std::make_shared<AllocatorCore>(opts.capacity_bytes, backend);
   allocator = std::make_shared<FlexAllocator>(core);
-  core->fence_now = [this] {
-    FreeFence f;
-    std::lock_guard<std::mutex> lk(mutex);
-    for (const auto& st : streams)
-      if (st->completed.load(std::memory_order_relaxed) < st->launched) f.emplace_back(&st->completed, st->launched);
-    return f;
-  };
   default_stream = createStream(RuntimeStreamPriority::NORMAL);
   const int n = std::max(1, opts.workers);
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { workerLoop(); });
@@ -92,11 +85,6 @@ ContextImpl::~ContextImpl() {
   }
   work_cv.notify_all();
   for (auto& t : workers_) t.join();
-  // The allocator may outlive the context (addresses still held): every operation has completed,
-  // so the deferred frees can go now, and later frees have nothing to wait for.
-  std::lock_guard<std::mutex> lk(core->mutex);
-  core->fence_now = nullptr;
-  core->retireDeferred();
 }
 
 StreamImpl* ContextImpl::createStream(RuntimeStreamPriority prio) {
@@ -130,7 +118,6 @@ void ContextImpl::workerLoop() {
     s->busy = true;
     lk.unlock();
     std::exception_ptr err;
-    in_operation() = true;
     try {
       if (op.run) op.run();
     } catch (...) {
@@ -142,10 +129,9 @@ void ContextImpl::workerLoop() {
       if (!err) err = std::current_exception();
     }
     op = Op{};  // drop captured state (callbacks, snapshots) outside the lock
-    in_operation() = false;
     lk.lock();
     s->busy = false;
-    s->completed.fetch_add(1, std::memory_order_release);
+    ++s->completed;
     if (err && !s->error) s->error = err;
     done_cv.notify_all();
     work_cv.notify_all();
@@ -192,13 +178,7 @@ uint64_t RuntimeStream::launchOperationHostCallback(HostCallbackParams* params) 
     ctx.done_cv.notify_all();
     ctx.work_cv.notify_all();
   };
-  struct InOperation {
-    bool prev = detail::in_operation();
-    InOperation() { detail::in_operation() = true; }
-    ~InOperation() { detail::in_operation() = prev; }
-  };
   try {
-    InOperation mark;
     if (params->callback) params->callback(params->user_data);
   } catch (...) {
     done();

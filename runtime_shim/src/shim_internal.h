@@ -2,7 +2,6 @@
 // engine. Not installed; the shim's own tests include it to build private runtime contexts.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -140,14 +139,6 @@ struct LiveRange {
   uint64_t size = 0;
 };
 
-// True on a thread while it runs a stream operation or a host callback: such a thread must not
-// wait for in-flight operations (it may be one of them).
-bool& in_operation();
-
-// Operations that were in flight when memory was freed: (a stream's completed counter, the
-// count it must reach). A freed block is reused only once every one has completed.
-using FreeFence = std::vector<std::pair<const std::atomic<uint64_t>*, uint64_t>>;
-
 class AllocatorCore {
  public:
   AllocatorCore(uint64_t capacity, std::shared_ptr<vspyre::shim::DeviceBackend> backend);
@@ -164,15 +155,6 @@ class AllocatorCore {
   std::optional<LiveRange> liveBelow(uint64_t dmva) const;
   // Lock held by the caller.
   size_t liveCount() const { return live_.size(); }
-  // Frees made while operations were in flight (their memory is still reserved). Lock held.
-  bool hasDeferred() const { return !deferred_.empty(); }
-  // Returns to the free list every deferred block whose fence has passed. Lock held.
-  void retireDeferred();
-  // Blocks (lock not held) until every deferred block's fence has passed.
-  void waitDeferred();
-
-  // Set by the context: the fence of the operations in flight now (takes the context's lock).
-  std::function<FreeFence()> fence_now;
 
   mutable std::mutex mutex;
   MemoryPressureCallback pressure_cb;
@@ -184,12 +166,6 @@ class AllocatorCore {
   std::map<uint64_t, uint64_t> free_[NUM_SEGMENTS];  // per segment: offset -> size
   std::map<uint64_t, uint64_t> live_;                 // dmva -> size
   std::map<uint64_t, uint64_t> freed_;                // released ranges not yet reused
-  struct Deferred {
-    uint64_t dmva = 0, size = 0;
-    FreeFence fence;
-  };
-  std::vector<Deferred> deferred_;
-  void releaseNow(uint64_t dmva, uint64_t size);  // lock held
 };
 
 struct Op {
@@ -211,9 +187,7 @@ class StreamImpl {
   std::deque<Op> queue;
   bool busy = false;
   uint64_t launched = 0;
-  // Written under ContextImpl::mutex; atomic so that the allocator can check a free's fence
-  // without that mutex (it holds its own).
-  std::atomic<uint64_t> completed{0};
+  uint64_t completed = 0;
   std::exception_ptr error;
   bool shutdown = false;
 };
