@@ -28,8 +28,11 @@ AllocatorCore::AllocatorCore(uint64_t cap, std::shared_ptr<vspyre::shim::DeviceB
   for (uint64_t s = 0; s < NUM_SEGMENTS; ++s) free_[s].emplace(0, SEGMENT_SIZE);
 }
 
+thread_local uint64_t tls_op_ticket = 0;
+
 std::optional<uint64_t> AllocatorCore::tryAllocate(uint64_t size, uint64_t alignment,
                                                    MemoryType type) {
+  reap();
   if (size > capacity - std::min(capacity, used)) return std::nullopt;
   const uint64_t seg_lo = type == MemoryType::Program ? PROG_SEGMENT : 0;
   const uint64_t seg_hi = type == MemoryType::Program ? PROG_SEGMENT + 1 : kTensorSegments;
@@ -57,9 +60,38 @@ std::optional<uint64_t> AllocatorCore::tryAllocate(uint64_t size, uint64_t align
 void AllocatorCore::release(uint64_t dmva) {
   std::lock_guard<std::mutex> lk(mutex);
   auto it = live_.find(dmva);
-  if (it == live_.end()) return;  // not ours (cannot happen for owning addresses)
-  const uint64_t size = it->second;
-  live_.erase(it);
+  if (it == live_.end() || pending_.count(dmva)) return;  // not ours / already released
+  if (fence) {
+    const uint64_t f = fence();
+    if (!done(f)) {  // operations launched before this free may still use the range
+      pending_.emplace(dmva, f);
+      return;
+    }
+  }
+  releaseNow(dmva, it->second);
+  reap();
+}
+
+void AllocatorCore::reap(bool all) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (all || !done || done(it->second)) {
+      const uint64_t dmva = it->first;
+      it = pending_.erase(it);
+      releaseNow(dmva, live_.at(dmva));
+    } else {
+      ++it;
+    }
+  }
+}
+
+uint64_t AllocatorCore::lastPendingFence() const {
+  uint64_t f = 0;
+  for (const auto& [dmva, fence_of] : pending_) f = std::max(f, fence_of);
+  return f;
+}
+
+void AllocatorCore::releaseNow(uint64_t dmva, uint64_t size) {
+  live_.erase(dmva);
   used -= size;
   if (freed_.size() > 100000) freed_.clear();  // diagnostics only; bound the memory
   freed_[dmva] = size;
@@ -88,11 +120,19 @@ std::optional<LiveRange> AllocatorCore::findLive(uint64_t dmva) const {
   if (it == live_.begin()) return std::nullopt;
   --it;
   if (dmva >= it->first + it->second) return std::nullopt;
+  // A range whose free is pending is live only for the operations launched before the free.
+  if (auto p = pending_.find(it->first);
+      p != pending_.end() && (tls_op_ticket == 0 || tls_op_ticket > p->second))
+    return std::nullopt;
   return LiveRange{it->first, it->second};
 }
 
 bool AllocatorCore::wasFreed(uint64_t dmva) const {
   std::lock_guard<std::mutex> lk(mutex);
+  if (auto it = live_.upper_bound(dmva); it != live_.begin()) {
+    --it;
+    if (dmva < it->first + it->second && pending_.count(it->first)) return true;
+  }
   auto it = freed_.upper_bound(dmva);
   if (it == freed_.begin()) return false;
   --it;
@@ -174,11 +214,23 @@ CompositeAddress FlexAllocator::allocate(size_t nbytes, const AllocationDirectiv
   }
   std::unique_lock<std::mutex> lk(core_->mutex);
   auto dmva = core_->tryAllocate(size, align, directive.memory_type);
+  // Frees still waiting for earlier stream operations: let those finish, then retry.
+  auto after_pending_frees = [&] {
+    if (dmva || !core_->hasPending() || !core_->wait) return;
+    const uint64_t f = core_->lastPendingFence();
+    auto wait = core_->wait;
+    lk.unlock();
+    wait(f);
+    lk.lock();
+    dmva = core_->tryAllocate(size, align, directive.memory_type);
+  };
+  after_pending_frees();
   if (!dmva && core_->pressure_cb) {
     auto cb = core_->pressure_cb;  // the callback may unlock; keep our own copy
     cb(lk);
     if (!lk.owns_lock()) lk.lock();
     dmva = core_->tryAllocate(size, align, directive.memory_type);
+    after_pending_frees();
   }
   if (!dmva) {
     std::ostringstream msg;
@@ -211,11 +263,13 @@ uint64_t FlexAllocator::capacity() const { return core_->capacity; }
 
 uint64_t FlexAllocator::bytesInUse() const {
   std::lock_guard<std::mutex> lk(core_->mutex);
+  core_->reap();
   return core_->used;
 }
 
 size_t FlexAllocator::liveAllocations() const {
   std::lock_guard<std::mutex> lk(core_->mutex);
+  core_->reap();
   return core_->liveCount();
 }
 

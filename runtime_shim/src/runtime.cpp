@@ -69,6 +69,19 @@ ContextImpl::ContextImpl(const vspyre::shim::ContextOptions& o)
   backend = opts.backend ? opts.backend : std::make_shared<vspyre::shim::SparseBackend>();
   core = std::make_shared<AllocatorCore>(opts.capacity_bytes, backend);
   allocator = std::make_shared<FlexAllocator>(core);
+  // Stream-ordered frees (see AllocatorCore::fence). Lock order: allocator, then context.
+  core->fence = [this] {
+    std::lock_guard<std::mutex> lk(mutex);
+    return issued_;
+  };
+  core->done = [this](uint64_t t) {
+    std::lock_guard<std::mutex> lk(mutex);
+    return doneThrough(t);
+  };
+  core->wait = [this](uint64_t t) {
+    std::unique_lock<std::mutex> lk(mutex);
+    done_cv.wait(lk, [&] { return doneThrough(t); });
+  };
   default_stream = createStream(RuntimeStreamPriority::NORMAL);
   const int n = std::max(1, opts.workers);
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { workerLoop(); });
@@ -85,6 +98,12 @@ ContextImpl::~ContextImpl() {
   }
   work_cv.notify_all();
   for (auto& t : workers_) t.join();
+  // Addresses may outlive the context: unhook the allocator and finish the deferred frees.
+  std::lock_guard<std::mutex> lk(core->mutex);
+  core->fence = nullptr;
+  core->done = nullptr;
+  core->wait = nullptr;
+  core->reap(true);
 }
 
 StreamImpl* ContextImpl::createStream(RuntimeStreamPriority prio) {
@@ -116,13 +135,16 @@ void ContextImpl::workerLoop() {
     Op op = std::move(s->queue.front());
     s->queue.pop_front();
     s->busy = true;
+    const uint64_t ticket = op.ticket;
     lk.unlock();
     std::exception_ptr err;
+    tls_op_ticket = ticket;
     try {
       if (op.run) op.run();
     } catch (...) {
       err = std::current_exception();
     }
+    tls_op_ticket = 0;
     try {
       if (op.finish) op.finish();
     } catch (...) {
@@ -130,6 +152,7 @@ void ContextImpl::workerLoop() {
     }
     op = Op{};  // drop captured state (callbacks, snapshots) outside the lock
     lk.lock();
+    inflight_.erase(ticket);
     s->busy = false;
     ++s->completed;
     if (err && !s->error) s->error = err;
@@ -142,6 +165,8 @@ uint64_t ContextImpl::enqueue(StreamImpl* s, Op op) {
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lk(mutex);
+    op.ticket = ++issued_;
+    inflight_.insert(op.ticket);
     s->queue.push_back(std::move(op));
     seq = ++s->launched;
   }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -153,8 +154,23 @@ class AllocatorCore {
   // the same segment (takes the lock).
   bool wasFreed(uint64_t dmva) const;
   std::optional<LiveRange> liveBelow(uint64_t dmva) const;
-  // Lock held by the caller.
+  // Lock held by the caller. Counts allocations whose free is still pending.
   size_t liveCount() const { return live_.size(); }
+
+  // Stream-ordered frees. torch-spyre drops a tensor as soon as the op using it is launched
+  // (`a.to("spyre").add(2.0)` frees the temporary right after the add is queued), so a free
+  // only takes effect once every stream operation launched before it has completed; until then
+  // the range keeps its data and is not reused, operations launched before the free may still
+  // use it, and anything launched after it sees "use after free". Hooks set by the owning
+  // context (null: frees are immediate): fence() = tickets issued so far; done(t) = every
+  // operation with ticket <= t has completed; wait(t) blocks until done(t) (allocator lock not
+  // held). Lock held by the caller for reap() and hasPending().
+  std::function<uint64_t()> fence;
+  std::function<bool(uint64_t)> done;
+  std::function<void(uint64_t)> wait;
+  void reap(bool all = false);
+  bool hasPending() const { return !pending_.empty(); }
+  uint64_t lastPendingFence() const;
 
   mutable std::mutex mutex;
   MemoryPressureCallback pressure_cb;
@@ -163,14 +179,21 @@ class AllocatorCore {
   std::shared_ptr<vspyre::shim::DeviceBackend> backend;
 
  private:
+  void releaseNow(uint64_t dmva, uint64_t size);  // lock held
   std::map<uint64_t, uint64_t> free_[NUM_SEGMENTS];  // per segment: offset -> size
-  std::map<uint64_t, uint64_t> live_;                 // dmva -> size
+  std::map<uint64_t, uint64_t> live_;                 // dmva -> size (pending frees included)
   std::map<uint64_t, uint64_t> freed_;                // released ranges not yet reused
+  std::map<uint64_t, uint64_t> pending_;              // dmva -> fence of its deferred free
 };
+
+// The ticket of the stream operation the calling thread is executing (0: not in an operation,
+// i.e. a launch on the host). Set by the context's workers around Op::run.
+extern thread_local uint64_t tls_op_ticket;
 
 struct Op {
   std::function<void()> run;     // may throw: the error is deferred to synchronize()
   std::function<void()> finish;  // always runs after `run` (DmaParams::callback)
+  uint64_t ticket = 0;           // context-wide launch order (stream-ordered frees)
 };
 
 class ContextImpl;
@@ -219,6 +242,9 @@ class ContextImpl {
   void workerLoop();
   bool stop_ = false;
   size_t rr_ = 0;
+  uint64_t issued_ = 0;          // tickets handed out (guarded by mutex)
+  std::set<uint64_t> inflight_;  // tickets queued or running (guarded by mutex)
+  bool doneThrough(uint64_t t) const { return inflight_.empty() || *inflight_.begin() > t; }
   std::vector<std::thread> workers_;
 };
 
