@@ -646,7 +646,8 @@ class SdscLoader {
         std::vector<Allocation::Fold> folds;
         for (size_t i = 0; i < n; ++i) {
           Allocation::Fold f;
-          f.factor = attrs.at(i).at("factor_").as_int(1, k_max_dim);
+          // The compiler writes factor_ 0 on some folds (index_select): an empty fold, kept as is.
+          f.factor = attrs.at(i).at("factor_").as_int(0, k_max_dim);
           if (auto l = attrs.at(i).opt("label_")) f.label = l->as_string();
           Node fn = funcs.at(i);
           if (auto af = fn.opt("Affine")) f.alpha = af->at("alpha_").as_int(0, k_max_dim);

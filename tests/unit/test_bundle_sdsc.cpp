@@ -325,3 +325,11 @@ TEST_CASE("bundle: malformed SDSC text is rejected, never crashes", "[bundle]") 
   CHECK(error_of("[1, 2]", "sdsc_3.json").find("expected an object") != std::string::npos);
   CHECK(error_of("{\"0_x\": []}", "sdsc_3.json").find("/0_x: expected an object") != std::string::npos);
 }
+
+TEST_CASE("bundle: a coordinate fold with factor_ 0 loads (the compiler writes it for index_select)", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  Json j = Json::parse(text_of("spyrecli_mm_sdsc_0.json"));
+  dsc(j)["scheduleTree_"][0]["coordinates_"]["coordInfo"]["mb"]["folds"]["dim_prop_attr"][3]["factor_"] = 0;
+  const Sdsc s = parse_sdsc_json(j.dump(), "sdsc_0.json");
+  CHECK(s.allocations[0].coord_folds.at("mb").at(3).factor == 0);
+}
