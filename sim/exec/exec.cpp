@@ -209,16 +209,22 @@ struct Executor {
       if (!done.insert(cs.origin).second) continue;
       auto& l = lx_of(cs.core);
       detail::for_each_run(t, cs, [&](uint64_t image_off, uint64_t slice_off, uint64_t n) {
-        const uint64_t a = cs.start + slice_off;
-        if (a + n > opt.lx_bytes)
-          throw ExecError(t.info.sdsc_file + ": " + t.info.name + ": LX read of core " +
-                          std::to_string(cs.core) + " at offset " + std::to_string(a) +
-                          " runs past the LX (" + std::to_string(opt.lx_bytes) + " bytes)");
+        const uint64_t a = lx_at(t, cs.core, cs.start + slice_off, n, "read");
         l.read(a, image + image_off, size_t(n));
         st.lx_bytes_read += n;
       });
     }
     return image;
+  }
+
+  // An LX access of n bytes at offset a on `core`: a, or an error when it runs past the LX.
+  uint64_t lx_at(const detail::MappedTensor& t, uint32_t core, uint64_t a, uint64_t n,
+                 const char* what) const {
+    if (a + n > opt.lx_bytes)
+      throw ExecError(t.info.sdsc_file + ": " + t.info.name + ": LX " + what + " of core " +
+                      std::to_string(core) + " at offset " + std::to_string(a) +
+                      " runs past the LX (" + std::to_string(opt.lx_bytes) + " bytes)");
+    return a;
   }
 
   // Writes each core's slice of `image` where that core writes it.
@@ -237,11 +243,7 @@ struct Executor {
       } else {
         auto& l = lx_of(cs.core);
         detail::for_each_run(t, cs, [&](uint64_t image_off, uint64_t slice_off, uint64_t n) {
-          const uint64_t a = cs.start + slice_off;
-          if (a + n > opt.lx_bytes)
-            throw ExecError(t.info.sdsc_file + ": " + t.info.name + ": LX write of core " +
-                            std::to_string(cs.core) + " at offset " + std::to_string(a) +
-                            " runs past the LX (" + std::to_string(opt.lx_bytes) + " bytes)");
+          const uint64_t a = lx_at(t, cs.core, cs.start + slice_off, n, "write");
           l.write(a, image + image_off, size_t(n));
           st.lx_bytes_written += n;
         });
