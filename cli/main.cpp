@@ -414,7 +414,7 @@ std::string format_data(const nlohmann::json& d) {
       const auto& c = t["check"];
       if (c.contains("compared")) {
         auto g = [&](const char* k) { return c[k].is_null() ? INFINITY : c[k].get<double>(); };
-        std::snprintf(buf, sizeof buf, " vs double reference%s: max abs %.3g, max rel %.3g, err %.3g <= tol %.3g (%d roundings): %s",
+        std::snprintf(buf, sizeof buf, " vs double reference%s: max abs %.3g, max rel %.3g, err vs rounded magnitudes %.3g <= tol %.3g (%d roundings): %s",
                       c["sampled"].get<bool>() ? " (sampled)" : "", g("max_abs_err"), g("max_rel_err"), g("norm_err"),
                       c["tolerance"].get<double>(), c["roundings"].get<int>(), c["result"].get<std::string>().c_str());
         s += buf;

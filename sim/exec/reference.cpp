@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numbers>
 #include <optional>
 #include <set>
 
@@ -85,11 +86,13 @@ const RefTensor& conform(const RefTensor& src, const std::vector<std::string>& d
   out.depth = src.depth;
   out.format = src.format;
   out.v.resize(size_t(numel(size)));
+  if (!src.m.empty()) out.m.resize(out.v.size());
   std::vector<int64_t> k(size.size(), 0);
   for (size_t e = 0; e < out.v.size(); ++e) {
     int64_t off = 0;
     for (size_t i = 0; i < size.size(); ++i) off += k[i] * map_st[i];
     out.v[e] = src.v[size_t(off)];
+    if (!src.m.empty()) out.m[e] = src.m[size_t(off)];
     for (size_t i = size.size(); i-- > 0;) {
       if (++k[i] < size[i]) break;
       k[i] = 0;
@@ -124,6 +127,60 @@ std::optional<std::function<double(double)>> unary_fn(const std::string& op) {
   if (op == "silu") return [](double x) { return x / (1.0 + std::exp(-x)); };
   if (op == "gelufwd" || op == "gelu")
     return [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); };
+  return std::nullopt;
+}
+
+// f' for the error bound (RefTensor::m) of a unary op; nullopt: not known in closed form, then
+// unary_slope takes a central difference.
+std::optional<std::function<double(double)>> unary_deriv(const std::string& op) {
+  if (op == "identity" || op == "shuffle" || op == "ReStickifyOpHBM" || op == "neg" || op == "abs")
+    return [](double) { return 1.0; };  // |f'| = 1 (abs: except at 0, where 1 still bounds)
+  if (op == "exp" || op == "fastexp") return [](double x) { return std::exp(x); };
+  if (op == "log") return [](double x) { return 1.0 / x; };
+  if (op == "sqrt") return [](double x) { return 0.5 / std::sqrt(x); };
+  if (op == "rsqrt") return [](double x) { return -0.5 / (x * std::sqrt(x)); };
+  if (op == "reciprocal") return [](double x) { return -1.0 / (x * x); };
+  if (op == "tanh") return [](double x) { const double t = std::tanh(x); return 1.0 - t * t; };
+  if (op == "sigmoid" || op == "fastsigmoid")
+    return [](double x) { const double s = 1.0 / (1.0 + std::exp(-x)); return s * (1.0 - s); };
+  if (op == "relufwd" || op == "relu") return [](double x) { return x > 0 ? 1.0 : 0.0; };
+  if (op == "silu")
+    return [](double x) { const double s = 1.0 / (1.0 + std::exp(-x)); return s + x * s * (1.0 - s); };
+  if (op == "gelufwd" || op == "gelu")
+    return [](double x) {
+      return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
+    };
+  return std::nullopt;
+}
+
+// |f'(x)|: closed form when unary_deriv has one, else a central difference with step
+// h = 2^-20 max(1, |x|) (error O(h^2 f'''), far below what a bound with a factor 2 to spare needs).
+double unary_slope(const std::optional<std::function<double(double)>>& df,
+                   const std::function<double(double)>& f, double x) {
+  if (df) return std::fabs((*df)(x));
+  const double h = std::ldexp(std::max(1.0, std::fabs(x)), -20);
+  return std::fabs((f(x + h) - f(x - h)) / (2 * h));
+}
+
+// x * y where x = 0 gives 0 even for an infinite y (an error budget of 0 stays 0).
+double mulz(double x, double y) { return x == 0 ? 0.0 : x * y; }
+
+// First-order propagation of the operands' error budgets (E = depth x m, RefTensor::m) through a
+// binary op: |df/da| Ea + |df/db| Eb. The op's own rounding (|result|) is added by the caller.
+std::optional<std::function<double(double, double, double, double)>> binary_prop(const std::string& op) {
+  if (op == "add" || op == "biasadd" || op == "sub" || op == "revsub")
+    return [](double, double, double ea, double eb) { return ea + eb; };
+  if (op == "mul")
+    return [](double a, double b, double ea, double eb) { return mulz(ea, std::fabs(b)) + mulz(eb, std::fabs(a)); };
+  if (op == "realdiv" || op == "div")
+    // a/b: Ea/|b| + |a| Eb / b^2. At b = 0 the result is inf or nan, which compare() checks for
+    // equality, so the bound does not matter there: keep just the op's own rounding.
+    return [](double a, double b, double ea, double eb) {
+      return b == 0 ? 0.0 : mulz(ea, 1.0 / std::fabs(b)) + mulz(eb, std::fabs(a) / (b * b));
+    };
+  // max/min: the device may pick the other operand, so the larger of the two budgets.
+  if (op == "maximum" || op == "minimum")
+    return [](double, double, double ea, double eb) { return std::max(ea, eb); };
   return std::nullopt;
 }
 
@@ -165,6 +222,15 @@ RefTensor shaped(const TensorInfo& info) {
   return t;
 }
 
+// Error budget of element i in units of eps (RefTensor::m): depth x m, 0 for a kernel input.
+double budget(const RefTensor& t, size_t i) {
+  if (t.depth == 0) return 0.0;
+  return double(t.depth) * (t.m.empty() ? std::fabs(t.v[i]) : t.m[i]);
+}
+
+// Computes out.v and, unless every operand is a kernel input (then the bound is one rounding of
+// the result, m = |v|, left empty), out.m: the operands' budgets propagated to first order plus
+// the op's own rounding, divided by out.depth (RefTensor::m).
 RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
                  const std::vector<const RefTensor*>& inp, const TensorInfo& out_info,
                  const RefOptions& opt) {
@@ -190,8 +256,19 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     RefTensor tmp;
     const RefTensor& a = conform(in0, out.dims, out.size, tmp);
     for (int64_t e = 0; e < n; ++e) out.v[size_t(e)] = (*f)(a.v[size_t(e)]);
-    if (name == "identity" || name == "shuffle" || name == "ReStickifyOpHBM")
-      out.depth = in0.format == out.format ? depth : depth + 1;
+    const bool copy = name == "identity" || name == "shuffle" || name == "ReStickifyOpHBM";
+    if (copy) out.depth = in0.format == out.format ? depth : depth + 1;
+    if (copy && out.depth == a.depth) {
+      out.m = a.m;  // no rounding: the same values with the same bound
+      return out;
+    }
+    if (a.depth > 0) {
+      // m = (|f'(x)| E_x + |f(x)|) / depth.
+      const auto df = unary_deriv(name);
+      out.m.resize(size_t(n));
+      for (size_t e = 0; e < size_t(n); ++e)
+        out.m[e] = (mulz(budget(a, e), unary_slope(df, *f, a.v[e])) + std::fabs(out.v[e])) / out.depth;
+    }
     return out;
   }
   if (auto f = binary_fn(name); f && in.size() == 2) {
@@ -209,13 +286,23 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     const RefTensor& c0 = c[0];
     const RefTensor& c1 = c[1];
     const auto s0 = strides(c0.size), s1 = strides(c1.size);
+    const auto prop = binary_prop(name);
+    const bool exact = c0.depth == 0 && c1.depth == 0;
+    if (!prop) throw Unavailable{"no error bound for '" + name + "'"};
+    if (!exact) out.m.resize(size_t(n));
+    // One element: value, and (operands not both inputs) m = (prop(E_a, E_b) + |r|) / depth.
+    auto one = [&](size_t e, size_t i0, size_t i1) {
+      const double x = c0.v[i0], y = c1.v[i1];
+      out.v[e] = (*f)(x, y);
+      if (!exact)
+        out.m[e] = ((*prop)(x, y, budget(c0, i0), budget(c1, i1)) + std::fabs(out.v[e])) / out.depth;
+    };
     if (c0.size == out.size && c1.size == out.size) {
-      for (int64_t e = 0; e < n; ++e) out.v[size_t(e)] = (*f)(c0.v[size_t(e)], c1.v[size_t(e)]);
+      for (size_t e = 0; e < size_t(n); ++e) one(e, e, e);
       return out;
     }
     for (int64_t e = 0; e < n; ++e, next())
-      out.v[size_t(e)] = (*f)(c0.v[size_t(bcast_off(k, c0.size, s0))],
-                              c1.v[size_t(bcast_off(k, c1.size, s1))]);
+      one(size_t(e), size_t(bcast_off(k, c0.size, s0)), size_t(bcast_off(k, c1.size, s1)));
     return out;
   }
   if (const std::string r = red_kind(name); !r.empty() && !in.empty()) {
@@ -236,17 +323,28 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     const auto ast = strides(sz);
     const int64_t len = sz[size_t(rd)];
     const double scale = r == "mean" ? constant_value(s, "scaling_factor", 1.0 / double(len)) : 1.0;
+    // Error bound (input not a kernel input): sum/mean: the sum of the budgets (times |scale|);
+    // max/min: the largest budget of the row (the device may pick another element). Plus |r|.
+    const bool exact = a.depth == 0;
+    const bool extreme = r == "max" || r == "min";
+    if (!exact) out.m.resize(size_t(n));
     for (int64_t e = 0; e < n; ++e, next()) {
       int64_t base = 0;
       for (size_t i = 0; i < k.size(); ++i) base += k[i] * ast[i];
       double acc = r == "max" ? -INFINITY : r == "min" ? INFINITY : 0.0;
+      double acc_e = 0;
       for (int64_t j = 0; j < len; ++j) {
-        const double x = a.v[size_t(base + j * ast[size_t(rd)])];
+        const size_t at = size_t(base + j * ast[size_t(rd)]);
+        const double x = a.v[at];
         if (r == "max") acc = std::max(acc, x);
         else if (r == "min") acc = std::min(acc, x);
         else acc += x;
+        if (!exact) acc_e = extreme ? std::max(acc_e, budget(a, at)) : acc_e + budget(a, at);
       }
       out.v[size_t(e)] = r == "mean" ? acc * scale : acc;
+      if (!exact)
+        out.m[size_t(e)] = ((r == "mean" ? mulz(acc_e, std::fabs(scale)) : acc_e) + std::fabs(out.v[size_t(e)])) /
+                           out.depth;
     }
     return out;
   }
@@ -291,6 +389,19 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       every = std::max<int64_t>(1, n / int64_t(std::max<uint64_t>(1, opt.sample_elements)));
       out.have.assign(size_t(n), 0);
     }
+    // Error bound (not both operands kernel inputs): m = (sum_k E_a|b| + |a|E_b + |r|) / depth,
+    // with the operands' budgets E laid out like their values (0 for a kernel input).
+    const bool exact = in0.depth == 0 && in1.depth == 0;
+    std::vector<double> ea, eb;
+    if (!exact) {
+      ea.resize(in0.v.size());
+      eb.resize(in1.v.size());
+      for (size_t i = 0; i < ea.size(); ++i) ea[i] = budget(in0, i);
+      for (size_t i = 0; i < eb.size(); ++i) eb[i] = budget(in1, i);
+      out.m.assign(size_t(n), 0.0);
+    }
+    const double* ebv = eb.data();
+    std::vector<double> ebt;
     // B with K innermost (a transposed copy), so that the dot products run over contiguous memory.
     const double* bv = in1.v.data();
     int64_t kbb = kb;
@@ -306,11 +417,13 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
         }
       nst[size_t(bk)] = 1;
       bt.resize(in1.v.size());
+      if (!exact) ebt.resize(eb.size());
       std::vector<int64_t> c(rb, 0);
       for (size_t e = 0; e < in1.v.size(); ++e) {
         int64_t o = 0;
         for (size_t d = 0; d < rb; ++d) o += c[d] * nst[d];
         bt[size_t(o)] = in1.v[e];
+        if (!exact) ebt[size_t(o)] = eb[e];
         for (size_t d = rb; d-- > 0;) {
           if (++c[d] < in1.size[d]) break;
           c[d] = 0;
@@ -321,6 +434,7 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
         sb[i] = ib >= 0 && in1.size[size_t(ib)] != 1 ? nst[size_t(ib)] : 0;
       }
       bv = bt.data();
+      if (!exact) ebv = ebt.data();
       kbb = 1;
     }
     for (int64_t e = 0; e < n; ++e, next()) {
@@ -333,7 +447,19 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       double acc = 0;
       const double* pa = in0.v.data() + oa;
       const double* pb = bv + ob;
-      for (int64_t j = 0; j < K; ++j) acc += pa[j * ka] * pb[j * kbb];
+      if (exact) {
+        for (int64_t j = 0; j < K; ++j) acc += pa[j * ka] * pb[j * kbb];
+      } else {
+        const double* qa = ea.data() + oa;
+        const double* qb = ebv + ob;
+        double acc_e = 0;
+        for (int64_t j = 0; j < K; ++j) {
+          const double x = pa[j * ka], y = pb[j * kbb];
+          acc += x * y;
+          acc_e += qa[j * ka] * std::fabs(y) + std::fabs(x) * qb[j * kbb];
+        }
+        out.m[size_t(e)] = (acc_e + std::fabs(acc)) / out.depth;
+      }
       out.v[size_t(e)] = acc;
       if (every > 1) out.have[size_t(e)] = 1;
     }
@@ -414,6 +540,7 @@ void for_each_device_index(const TensorInfo& info, Fn&& fn) {
 struct Stored {
   std::vector<double> v;
   std::vector<uint8_t> have;  // empty: all
+  std::vector<double> m;      // the error bound (RefTensor::m); empty: |v|
   int depth = 0;
   fmt::DataFormat format = fmt::DataFormat::INVALID;
 };
@@ -428,9 +555,11 @@ Stored store_of(const RefTensor& t, const TensorInfo& info) {
   s.format = t.format;
   s.v.assign(size_t(device_elements(info)), NAN);
   if (!t.have.empty()) s.have.assign(s.v.size(), 0);
+  if (!t.m.empty()) s.m.assign(s.v.size(), NAN);
   for_each_device_index(info, [&](int64_t e, int64_t d) {
     s.v[size_t(d)] = t.v[size_t(e)];
     if (!t.have.empty()) s.have[size_t(d)] = t.have[size_t(e)];
+    if (!t.m.empty()) s.m[size_t(d)] = t.m[size_t(e)];
   });
   return s;
 }
@@ -442,9 +571,11 @@ RefTensor logical_of(const Stored& s, const TensorInfo& info) {
   t.depth = s.depth;
   t.format = s.format;
   if (!s.have.empty()) t.have.assign(t.v.size(), 0);
+  if (!s.m.empty()) t.m.assign(t.v.size(), 0.0);
   for_each_device_index(info, [&](int64_t e, int64_t d) {
     t.v[size_t(e)] = s.v[size_t(d)];
     if (!s.have.empty()) t.have[size_t(e)] = s.have[size_t(d)];
+    if (!s.m.empty()) t.m[size_t(e)] = s.m[size_t(d)];
   });
   return t;
 }
@@ -549,7 +680,10 @@ Comparison compare(std::span<const float> device, const RefTensor& ref) {
     const double e = std::fabs(d - r);
     c.max_abs = std::max(c.max_abs, e);
     if (r != 0) c.max_rel = std::max(c.max_rel, e / std::fabs(r));
-    const double den = std::fabs(r) + floor;
+    // The magnitude that got rounded on the way: the error bound m, at least |r| (a NaN bound
+    // falls back to |r|, today's single-rounding check).
+    const double mi = ref.m.empty() ? 0.0 : ref.m[i];
+    const double den = (mi > std::fabs(r) ? mi : std::fabs(r)) + floor;
     c.norm_err = std::max(c.norm_err, den > 0 ? e / den : (e > 0 ? INFINITY : 0.0));
   }
   c.pass = ok && c.compared > 0 && c.norm_err <= c.tolerance;

@@ -4,6 +4,13 @@
 // format), so the comparison measures what the card's arithmetic and rounding add. Only the ops
 // whose reference is simple are covered (elementwise unary/binary, reductions, matmul, copies);
 // a kernel output that depends on anything else is reported as not checked.
+//
+// Alongside each value the reference carries a forward error bound (RefTensor::m): a magnitude
+// such that the device's accumulated rounding error in that element is at most about
+// depth x eps(format) x m. It is propagated to first order from the kernel inputs (exact, error 0)
+// through every op, each op adding one rounding of its own result, so a chain that cancels (the
+// intermediate a+b of (a+b)+c is rounded at |a+b| ~ 1, then c brings the result down to ~0.01) is
+// judged against the magnitudes that actually got rounded, not against the small final |r|.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +29,14 @@ struct RefTensor {
   std::vector<double> v;          // row-major over size
   std::vector<uint8_t> have;      // empty: every element computed; else 1 where computed
   int depth = 0;                  // device roundings on the longest path from the inputs
+  // Forward error bound, same layout as v; empty means m = |v|. The device value of element i
+  // is expected within depth x eps(format) x m[i] of v[i] (eps: format_epsilon, twice the
+  // largest relative error of one rounding, so the bound has a factor 2 to spare). Equivalently
+  // E = depth x m is the error budget in units of eps: 0 for a kernel input (depth 0), and each op
+  // makes E_out = (first-order propagation of its operands' E) + |result| (its own rounding).
+  // Hence a single op on kernel inputs has m = |v| exactly, and m never hides a wrong layout:
+  // compare() uses max(m, |v|).
+  std::vector<double> m;
   fmt::DataFormat format = fmt::DataFormat::INVALID;  // the device format it is rounded to
 };
 
@@ -46,7 +61,9 @@ struct Comparison {
   uint64_t compared = 0;
   double max_abs = 0;      // max |device - reference|
   double max_rel = 0;      // max |device - reference| / |reference| over nonzero references
-  double norm_err = 0;     // max |d - r| / (|r| + 2^-6 rms(r)): what the tolerance bounds
+  // max |d - r| / (max(m, |r|) + 2^-6 rms(r)), m the reference's error bound (RefTensor::m):
+  // the error relative to the magnitudes that got rounded on the way. What the tolerance bounds.
+  double norm_err = 0;
   double tolerance = 0;    // depth x one unit in the last place of the format (relative)
   bool pass = false;
 };
