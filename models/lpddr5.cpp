@@ -85,6 +85,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
     ch.bytes_written = &g.scalar("bytes_written", "B", "bytes written on this channel");
     if (tracing()) ch.track = trace()->track("memory", "channel_" + std::to_string(c));
   }
+  if (tracing()) m_flow_track = trace()->track("memory", "streams");
   stats().formula("peak_GBps", [this] { return peak_bandwidth() / 1e9; }, "GB/s", "nominal peak bandwidth");
   stats().formula("resident_bytes", [this] { return static_cast<double>(resident_bytes()); }, "B",
                   "host memory holding written device memory");
@@ -284,6 +285,186 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps)
   return finish;
 }
 
+double Lpddr5::request_latency_ps(uint64_t bytes, bool is_write, double miss) const {
+  // As access() finds it on an idle device: the request is spread over the channels its
+  // interleave units reach; a row miss adds the activate and the part of the precharge the
+  // controller cannot hide.
+  const uint64_t units = std::max<uint64_t>(1, (bytes + m_t.interleave - 1) / m_t.interleave);
+  const uint64_t spread = std::min<uint64_t>(units, m_t.channels);
+  const double per_channel = static_cast<double>(bytes) / static_cast<double>(spread);
+  const double close = m_t.t_rp + (is_write ? m_t.t_wr : 0.0);
+  const double miss_cost = m_t.t_rcd + std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
+  return 2 * m_t.t_frontend + (is_write ? m_t.t_wl : m_t.t_rl) + miss * miss_cost + per_channel * m_t.ps_per_byte;
+}
+
+Lpddr5::FlowBin& Lpddr5::flow_bin(int64_t& index) {
+  // Bins that ended before the current simulated time can take no more work: forget them.
+  const auto now_bin =
+      static_cast<int64_t>(std::floor(sc_core::sc_time_stamp().to_seconds() * 1e12 / m_t.bin)) - 1;
+  if (!m_flow_started) {
+    m_flow_started = true;
+    m_flow_first = std::min(index, std::max<int64_t>(now_bin, 0));
+  }
+  while (!m_flow.empty() && m_flow_first < now_bin && m_flow_first < index) {
+    m_flow.pop_front();
+    ++m_flow_first;
+  }
+  if (index < m_flow_first) index = m_flow_first;
+  while (index >= m_flow_first + static_cast<int64_t>(m_flow.size())) {
+    const int64_t k = m_flow_first + static_cast<int64_t>(m_flow.size());
+    double cap = 0;
+    for (const Channel& ch : m_channels) cap += bin_capacity(ch, k);
+    m_flow.push_back(FlowBin{cap, cap});
+  }
+  return m_flow[static_cast<size_t>(index - m_flow_first)];
+}
+
+double Lpddr5::flow_place(double ready, double need, uint64_t bytes, bool is_write, double rate) {
+  // As place(), on the device-wide calendar, and never faster than `rate` (bus ps per ps): the
+  // stream takes its share of each bin's time after `ready`, as far as the bin has any left.
+  const double width = static_cast<double>(m_t.channels);
+  rate = std::min(rate, width);
+  const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
+  const double per_byte = bytes ? need / static_cast<double>(bytes) : 0.0;
+  double left = need;
+  for (auto idx = static_cast<int64_t>(std::floor(ready / m_t.bin));; ++idx) {
+    FlowBin& b = flow_bin(idx);
+    if (b.free < min_free) continue;
+    const double lo = static_cast<double>(idx) * m_t.bin;
+    const double start = std::max(lo, ready);
+    const double usable = std::min(b.free, (lo + m_t.bin - start) * rate);
+    if (usable <= 0) continue;
+    double take = std::min(usable, left);
+    double& mine = is_write ? b.wr : b.rd;
+    const double other = is_write ? b.rd : b.wr;
+    const double moved = per_byte > 0 ? take / per_byte : 0.0;
+    const double pairs = std::min(mine + moved, other) / static_cast<double>(m_t.write_batch);
+    double extra = 0;
+    if (pairs > b.pairs) extra = (pairs - b.pairs) * turnaround_pair_ps(m_t);
+    if (take + extra > usable) {
+      take = std::max(0.0, usable - extra);
+      if (take <= 0) continue;
+    }
+    mine += per_byte > 0 ? take / per_byte : 0.0;
+    if (pairs > b.pairs) {
+      m_turnarounds += pairs - b.pairs;
+      b.pairs = pairs;
+    }
+    b.free -= take + extra;
+    left -= take;
+    if (left <= 1e-9) {
+      // Ends where the bin's work reaches on all channels, and no sooner than its own rate allows.
+      const double end = std::max(lo + (b.cap - b.free) / width, start + take / rate);
+      return std::max(end, ready + need / rate);
+    }
+  }
+}
+
+double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double t_ps) {
+  const uint64_t piece = x.stream_bytes;
+  uint64_t repeats = 1;
+  if (x.outer)
+    for (const DmaLevel& l : *x.outer) repeats *= l.count;
+  const uint64_t bytes = piece * repeats;
+  const uint64_t run = x.run_bytes ? x.run_bytes : piece;
+  const uint64_t stride = x.run_bytes ? x.stride : piece;
+  const uint64_t runs_per_piece = run ? (piece + run - 1) / run : 0;
+  const uint64_t runs = runs_per_piece * repeats;
+  const uint64_t req = std::max<uint64_t>(kStickBytes, std::min(run, x.request_bytes));
+  const uint64_t requests = runs * ((run + req - 1) / req);
+  auto run_at = [&](uint64_t r, uint64_t& len) {
+    const uint64_t p = r / runs_per_piece, k = r % runs_per_piece;
+    uint64_t rem = p, off = 0;
+    if (x.outer)
+      for (const DmaLevel& l : *x.outer) {
+        off += (rem % l.count) * l.stride;
+        rem /= l.count;
+      }
+    len = std::min(run, piece - k * run);
+    return addr + off + k * stride;
+  };
+  // Row opens of the stream on its own, counted on its first 64 interleave pieces (a stream
+  // repeats its pattern) and scaled: each channel keeps the row it last opened for this stream.
+  const uint64_t il = m_t.interleave, nch = m_t.channels, row_span = m_t.row_bytes * m_t.banks;
+  std::vector<int64_t>& open = m_flow_open;
+  open.assign(nch * m_t.banks, -1);
+  uint64_t pieces = 0, misses = 0;
+  uint64_t sampled_bytes = 0;
+  constexpr uint64_t kSamplePieces = 64;
+  for (uint64_t r = 0; r < runs && pieces < kSamplePieces; ++r) {
+    uint64_t len = 0;
+    const uint64_t a0 = run_at(r, len);
+    uint64_t a = a0;
+    for (; a < a0 + len && pieces < kSamplePieces;) {
+      const uint64_t chunk = std::min<uint64_t>(a0 + len - a, il - a % il);
+      const uint64_t stripe = a / il, c = stripe % nch, local = (stripe / nch) * il + a % il;
+      const auto row = static_cast<int64_t>(local / row_span);
+      const uint64_t bank = (local / m_t.row_bytes) % m_t.banks;
+      int64_t& o = open[c * m_t.banks + bank];
+      ++pieces;
+      if (o != row * static_cast<int64_t>(m_t.row_bytes) + static_cast<int64_t>(local % row_span / m_t.row_bytes)) {
+        ++misses;
+        o = row * static_cast<int64_t>(m_t.row_bytes) + static_cast<int64_t>(local % row_span / m_t.row_bytes);
+      }
+      a += chunk;
+    }
+    sampled_bytes += a - a0;
+  }
+  const double scale = sampled_bytes ? static_cast<double>(bytes) / static_cast<double>(sampled_bytes) : 0.0;
+  const double n_miss = static_cast<double>(misses) * scale, n_pieces = static_cast<double>(pieces) * scale;
+  const double miss_frac = requests ? std::min(1.0, n_miss / static_cast<double>(requests)) : 0.0;
+  // The requester's rate: `outstanding` requests in flight over one round trip, and one issue
+  // per issue interval.
+  const double lat = request_latency_ps(req, is_write, miss_frac);
+  double rate_bytes = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat;
+  if (x.issue_ps > 0) rate_bytes = std::min(rate_bytes, static_cast<double>(req) / x.issue_ps);
+  const double close = m_t.t_rp + (is_write ? m_t.t_wr : 0.0);
+  const double exposed = std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
+  const double need = static_cast<double>(bytes) * m_t.ps_per_byte + n_miss * exposed;
+  const double t = t_ps + m_t.t_frontend;
+  // The first data needs the command and, for a new row, the activate.
+  const double ready = t + (is_write ? m_t.t_wl : m_t.t_rl) + (misses ? m_t.t_rcd : 0.0);
+  const double rate_bus = rate_bytes * need / static_cast<double>(std::max<uint64_t>(bytes, 1));
+  uint64_t key = (addr * 1315423911ull) ^ (bytes * 2654435761ull) ^ (run << 7) ^ stride;
+  if (x.outer)
+    for (const DmaLevel& l : *x.outer) key = key * 31 + l.count * 7919 + l.stride;
+  double finish = 0;
+  bool served = false;
+  if (m_t.coalesce_window > 0) {
+    if (is_write) {
+      m_flow_recent.erase(key);
+    } else if (auto it = m_flow_recent.find(key); it != m_flow_recent.end() && it->second.addr == addr &&
+                                                  it->second.bytes == bytes && it->second.run == run &&
+                                                  it->second.stride == stride &&
+                                                  std::abs(t - it->second.issued) <= m_t.coalesce_window) {
+      // Read with an identical stream in flight: delivered with it, at this requester's pace.
+      finish = std::max(it->second.done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
+      ++m_coalesced;
+      m_bytes_coalesced += static_cast<double>(bytes);
+      served = true;
+    }
+  }
+  if (!served) {
+    const double end = flow_place(ready, need, bytes, is_write, rate_bus);
+    finish = end + m_t.t_frontend;
+    m_row_misses += n_miss;
+    m_row_hits += std::max(0.0, n_pieces - n_miss);
+    for (Channel& ch : m_channels) *(is_write ? ch.bytes_written : ch.bytes_read) += static_cast<double>(bytes) / static_cast<double>(nch);
+    (is_write ? m_bytes_written : m_bytes_read) += static_cast<double>(bytes);
+    if (tracing()) trace()->complete(m_flow_track, is_write ? "wr" : "rd", ready, end - ready);
+    if (!is_write && m_t.coalesce_window > 0) {
+      if (m_flow_recent.size() > 65536) m_flow_recent.clear();
+      m_flow_recent[key] = FlowRecent{addr, bytes, run, stride, t, finish};
+    }
+  }
+  (is_write ? m_writes : m_reads) += static_cast<double>(requests);
+  m_last_done.max_with(finish);
+  VSPYRE_DEBUG(g_dbg, t_ps, "stream %s 0x%llx %llu B (run %llu) -> done %.1f ns", is_write ? "wr" : "rd",
+               static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes),
+               static_cast<unsigned long long>(run), finish / 1e3);
+  return finish;
+}
+
 void Lpddr5::b_transport(int, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
   const uint64_t addr = trans.get_address();
   const uint64_t len = trans.get_data_length();
@@ -293,6 +474,21 @@ void Lpddr5::b_transport(int, tlm::tlm_generic_payload& trans, sc_core::sc_time&
   }
   const bool wr = trans.is_write();
   const double now = (sc_core::sc_time_stamp() + delay).to_seconds() * 1e12;
+  if (const auto* x = trans.get_extension<TransferExt>(); x && x->stream) {
+    const uint64_t run = x->run_bytes ? x->run_bytes : x->stream_bytes;
+    const uint64_t runs = run ? (x->stream_bytes + run - 1) / run : 0;
+    uint64_t extent = runs ? (runs - 1) * (x->run_bytes ? x->stride : 0) + (x->stream_bytes - (runs - 1) * run) : 0;
+    if (x->outer)
+      for (const DmaLevel& l : *x->outer) extent += (l.count ? l.count - 1 : 0) * l.stride;
+    if (x->stream_bytes == 0 || addr + extent > m_capacity || addr + extent < addr) {
+      trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+      return;
+    }
+    const double done = stream(*x, addr, wr, now);
+    delay += sc_core::sc_time(done - now, sc_core::SC_PS);
+    trans.set_response_status(tlm::TLM_OK_RESPONSE);
+    return;
+  }
   const double done = access(addr, len, wr, now);
   if (uint8_t* p = trans.get_data_ptr()) {
     if (wr) write_data(addr, p, len);

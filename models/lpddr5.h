@@ -10,6 +10,7 @@
 // on the default card) comes out of these mechanics; no bandwidth is written anywhere.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -52,6 +53,15 @@ class Lpddr5 : public Component {
   // The timing core, usable without SystemC: when the last byte of [addr, addr+bytes) has moved
   // for a request arriving at t_ps. Advances the channel and bank state.
   double access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps);
+
+  // Flow mode: a whole DMA operation (`x.stream`) arriving at t_ps, placed on the calendar of the
+  // whole device as one stream at the rate its requester sustains; returns when its last byte has
+  // moved. Far fewer events than one access() per request, at the price of the bank and
+  // interleaving detail between streams (see the README of models/).
+  double stream(const TransferExt& x, uint64_t addr, bool is_write, double t_ps);
+  // Unloaded round trip of one request of `bytes` (front end both ways, command, data) when a
+  // fraction `miss` of requests opens a row.
+  double request_latency_ps(uint64_t bytes, bool is_write, double miss) const;
 
   const Lpddr5Timing& timing() const { return m_t; }
   uint64_t capacity() const { return m_capacity; }
@@ -97,6 +107,23 @@ class Lpddr5 : public Component {
   // The first bin at or after `index` with bus time left.
   int64_t first_open(Channel& ch, int64_t index);
   double place(Channel& ch, double ready, double need, uint64_t bytes, bool is_write);
+
+  // Flow mode: one calendar for the whole device (capacity: every channel's bus time in the bin),
+  // bins kept from the current simulated time on, since a stream can reach far ahead of it.
+  struct FlowBin {
+    double cap = 0, free = 0, rd = 0, wr = 0, pairs = 0;
+  };
+  FlowBin& flow_bin(int64_t& index);
+  // Places `need` ps of bus work of `bytes` bytes no earlier than `ready`, using at most `rate`
+  // ps of bus time per ps; returns when it ends.
+  double flow_place(double ready, double need, uint64_t bytes, bool is_write, double rate);
+  std::deque<FlowBin> m_flow;  // bins m_flow_first, m_flow_first + 1, ...
+  int64_t m_flow_first = 0;
+  bool m_flow_started = false;
+  struct FlowRecent { uint64_t addr, bytes, run, stride; double issued, done; };
+  std::unordered_map<uint64_t, FlowRecent> m_flow_recent;
+  TraceWriter::TrackId m_flow_track = 0;
+  std::vector<int64_t> m_flow_open;  // scratch for stream()
 
   Lpddr5Timing m_t;
   uint64_t m_capacity;

@@ -27,8 +27,8 @@ plan::CardParams plan_card_params(Card& card) {
 
 namespace {
 
-// Outer levels of a multi-level strided DMA are enumerated into separate CoreOps up to this many;
-// beyond it one CoreOp approximates the addresses with the innermost stride.
+// Outer levels of a multi-level strided DMA become pieces of one CoreOp up to this many pieces;
+// beyond it the CoreOp approximates the addresses with the innermost stride.
 constexpr uint64_t kMaxDmaPieces = 4096;
 
 void add_dma(std::vector<CoreOp>& out, const plan::Op& op, Engine e, std::vector<uint32_t> deps) {
@@ -54,19 +54,11 @@ void add_dma(std::vector<CoreOp>& out, const plan::Op& op, Engine e, std::vector
     out.push_back(c);
     return;
   }
-  const uint64_t piece_bytes = op.run_bytes() * lv[0].count();
-  for (uint64_t p = 0; p < pieces; ++p) {
-    uint64_t rem = p, off = 0;
-    for (int i = 1; i < lv.size(); ++i) {
-      off += (rem % lv[i].count()) * lv[i].stride();
-      rem /= lv[i].count();
-    }
-    CoreOp piece = c;
-    piece.addr = op.addr() + off;
-    piece.bytes = piece_bytes;
-    if (p > 0) piece.extra_ps = 0;
-    out.push_back(std::move(piece));
-  }
+  // One CoreOp: the piece (the innermost level), repeated over the outer levels.
+  c.addr = op.addr();
+  c.bytes = op.run_bytes() * lv[0].count();
+  for (int i = 1; i < lv.size(); ++i) c.outer.push_back(DmaLevel{lv[i].count(), lv[i].stride()});
+  out.push_back(std::move(c));
 }
 
 }  // namespace
