@@ -59,6 +59,8 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_t.history = ns("history", "50us", "how long the bus calendar keeps past bins (>> sim.quantum)");
   m_t.coalesce_window = ns("coalesce_window", "2us",
                            "identical reads arriving within this window are served once (0 = never)");
+  m_t.mix_window = ns("mix_window", "10us",
+                      "flow DMA model: the window over which the read/write mix that sets the turnarounds is averaged");
   m_t.write_batch = p.get_size("write_batch", "192B", {"bytes per channel the controller drains per write burst", Provenance::Estimate});
   m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
@@ -183,23 +185,27 @@ double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, boo
   }
 }
 
+uint32_t Lpddr5::bank_of(uint64_t local, int64_t& row) const {
+  row = static_cast<int64_t>(local / (m_t.row_bytes * m_t.banks));
+  // Permutation-based bank interleaving: row bits XOR into the bank index, so streams whose
+  // addresses differ by a multiple of the row span do not all land on one bank.
+  auto b = static_cast<uint32_t>((local / m_t.row_bytes) % m_t.banks);
+  if (m_t.bank_xor) {
+    uint64_t fold = 0;
+    for (auto r = static_cast<uint64_t>(row); r; r /= m_t.banks) fold ^= r % m_t.banks;
+    b = static_cast<uint32_t>((b ^ fold) % m_t.banks);
+  }
+  return b;
+}
+
 double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool is_write, double t) {
   Channel& ch = m_channels[c];
-  const uint64_t row_span = m_t.row_bytes * m_t.banks;
   const double cas = is_write ? m_t.t_wl : m_t.t_rl;
   double done = t;
   while (bytes > 0) {
     const uint64_t in_row = std::min<uint64_t>(bytes, m_t.row_bytes - local % m_t.row_bytes);
-    const auto row = static_cast<int64_t>(local / row_span);
-    // Permutation-based bank interleaving: row bits XOR into the bank index, so streams whose
-    // addresses differ by a multiple of the row span do not all land on one bank.
-    uint32_t b = static_cast<uint32_t>((local / m_t.row_bytes) % m_t.banks);
-    if (m_t.bank_xor) {
-      uint64_t fold = 0;
-      for (uint64_t r = static_cast<uint64_t>(row); r; r /= m_t.banks) fold ^= r % m_t.banks;
-      b = static_cast<uint32_t>((b ^ fold) % m_t.banks);
-    }
-    Bank& bank = ch.banks[b];
+    int64_t row = 0;
+    Bank& bank = ch.banks[bank_of(local, row)];
     // A refresh since the bank's last use closed its row.
     const double epoch = std::floor((t - ch.refresh_offset) / m_t.t_refi);
     const bool hit = bank.open_row == row && bank.last_refresh_epoch == epoch;
@@ -319,13 +325,12 @@ Lpddr5::FlowBin& Lpddr5::flow_bin(int64_t& index) {
   return m_flow[static_cast<size_t>(index - m_flow_first)];
 }
 
-double Lpddr5::flow_place(double ready, double need, uint64_t bytes, bool is_write, double rate) {
+double Lpddr5::flow_place(double ready, double need, double rate) {
   // As place(), on the device-wide calendar, and never faster than `rate` (bus ps per ps): the
   // stream takes its share of each bin's time after `ready`, as far as the bin has any left.
   const double width = static_cast<double>(m_t.channels);
   rate = std::min(rate, width);
   const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
-  const double per_byte = bytes ? need / static_cast<double>(bytes) : 0.0;
   double left = need;
   for (auto idx = static_cast<int64_t>(std::floor(ready / m_t.bin));; ++idx) {
     FlowBin& b = flow_bin(idx);
@@ -334,23 +339,8 @@ double Lpddr5::flow_place(double ready, double need, uint64_t bytes, bool is_wri
     const double start = std::max(lo, ready);
     const double usable = std::min(b.free, (lo + m_t.bin - start) * rate);
     if (usable <= 0) continue;
-    double take = std::min(usable, left);
-    double& mine = is_write ? b.wr : b.rd;
-    const double other = is_write ? b.rd : b.wr;
-    const double moved = per_byte > 0 ? take / per_byte : 0.0;
-    const double pairs = std::min(mine + moved, other) / static_cast<double>(m_t.write_batch);
-    double extra = 0;
-    if (pairs > b.pairs) extra = (pairs - b.pairs) * turnaround_pair_ps(m_t);
-    if (take + extra > usable) {
-      take = std::max(0.0, usable - extra);
-      if (take <= 0) continue;
-    }
-    mine += per_byte > 0 ? take / per_byte : 0.0;
-    if (pairs > b.pairs) {
-      m_turnarounds += pairs - b.pairs;
-      b.pairs = pairs;
-    }
-    b.free -= take + extra;
+    const double take = std::min(usable, left);
+    b.free -= take;
     left -= take;
     if (left <= 1e-9) {
       // Ends where the bin's work reaches on all channels, and no sooner than its own rate allows.
@@ -383,32 +373,44 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     len = std::min(run, piece - k * run);
     return addr + off + k * stride;
   };
-  // Row opens of the stream on its own, counted on its first 64 interleave pieces (a stream
-  // repeats its pattern) and scaled: each channel keeps the row it last opened for this stream.
-  const uint64_t il = m_t.interleave, nch = m_t.channels, row_span = m_t.row_bytes * m_t.banks;
-  std::vector<int64_t>& open = m_flow_open;
-  open.assign(nch * m_t.banks, -1);
-  uint64_t pieces = 0, misses = 0;
-  uint64_t sampled_bytes = 0;
+  // Row misses: the stream's first pieces (interleave units) are walked against the banks' open
+  // rows, as access() would find them, and the count and the exposed precharge + activate time
+  // are scaled to the whole stream (a stream repeats its pattern). Its last run then leaves its
+  // rows open for whatever comes next. Between streams, rows are shared as on the device: another
+  // core's stream to the same bank closes them (conflicts at stream granularity, not request).
+  const uint64_t il = m_t.interleave, nch = m_t.channels;
+  uint64_t pieces = 0, misses = 0, sampled_bytes = 0;
+  double exposed_sum = 0;
+  auto touch = [&](uint64_t a, bool count) {
+    const uint64_t stripe = a / il, c = stripe % nch, local = (stripe / nch) * il + a % il;
+    int64_t row = 0;
+    Bank& bank = m_channels[c].banks[bank_of(local, row)];
+    const bool hit = bank.open_row == row;
+    if (count && !hit) {
+      ++misses;
+      const double close = bank.open_row >= 0 ? m_t.t_rp + (bank.written ? m_t.t_wr : 0.0) : 0.0;
+      exposed_sum += std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
+    }
+    bank.written = is_write || (hit && bank.written);
+    bank.open_row = row;
+  };
   constexpr uint64_t kSamplePieces = 64;
-  for (uint64_t r = 0; r < runs && pieces < kSamplePieces; ++r) {
+  uint64_t r = 0;
+  for (; r < runs && pieces < kSamplePieces; ++r) {
     uint64_t len = 0;
     const uint64_t a0 = run_at(r, len);
     uint64_t a = a0;
-    for (; a < a0 + len && pieces < kSamplePieces;) {
-      const uint64_t chunk = std::min<uint64_t>(a0 + len - a, il - a % il);
-      const uint64_t stripe = a / il, c = stripe % nch, local = (stripe / nch) * il + a % il;
-      const auto row = static_cast<int64_t>(local / row_span);
-      const uint64_t bank = (local / m_t.row_bytes) % m_t.banks;
-      int64_t& o = open[c * m_t.banks + bank];
-      ++pieces;
-      if (o != row * static_cast<int64_t>(m_t.row_bytes) + static_cast<int64_t>(local % row_span / m_t.row_bytes)) {
-        ++misses;
-        o = row * static_cast<int64_t>(m_t.row_bytes) + static_cast<int64_t>(local % row_span / m_t.row_bytes);
-      }
-      a += chunk;
+    for (; a < a0 + len && pieces < kSamplePieces; ++pieces) {
+      touch(a, true);
+      a += std::min<uint64_t>(a0 + len - a, il - a % il);
     }
     sampled_bytes += a - a0;
+  }
+  if (runs > r) {
+    uint64_t len = 0;
+    const uint64_t a0 = run_at(runs - 1, len);
+    for (uint64_t a = a0 + (len > kSamplePieces * il ? len - kSamplePieces * il : 0); a < a0 + len;)
+      touch(a, false), a += std::min<uint64_t>(a0 + len - a, il - a % il);
   }
   const double scale = sampled_bytes ? static_cast<double>(bytes) / static_cast<double>(sampled_bytes) : 0.0;
   const double n_miss = static_cast<double>(misses) * scale, n_pieces = static_cast<double>(pieces) * scale;
@@ -418,10 +420,26 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   const double lat = request_latency_ps(req, is_write, miss_frac);
   double rate_bytes = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat;
   if (x.issue_ps > 0) rate_bytes = std::min(rate_bytes, static_cast<double>(req) / x.issue_ps);
-  const double close = m_t.t_rp + (is_write ? m_t.t_wr : 0.0);
-  const double exposed = std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
-  const double need = static_cast<double>(bytes) * m_t.ps_per_byte + n_miss * exposed;
-  const double t = t_ps + m_t.t_frontend;
+  // Read/write turnarounds: the controller drains writes in batches of write_batch bytes per
+  // channel, so the bus turns twice per batch of the smaller direction. Whole streams land on the
+  // calendar one after the other, so which bins they share says little about how the controller
+  // interleaved them: the mix is taken from the device's recent traffic instead (each direction's
+  // bytes over the last `mix_window`), and each byte of either direction pays its share
+  // min(R, W) / (R + W) of a turnaround pair per write batch.
+  const double t_arrive = t_ps + m_t.t_frontend;
+  if (t_arrive > m_mix_t) {
+    const double decay = std::exp(-(t_arrive - m_mix_t) / m_t.mix_window);
+    m_mix[0] *= decay;
+    m_mix[1] *= decay;
+    m_mix_t = t_arrive;
+  }
+  m_mix[is_write ? 1 : 0] += static_cast<double>(bytes);  // about the bytes of the last mix_window
+  const double r_rd = m_mix[0], r_wr = m_mix[1];
+  const double mix = r_rd + r_wr > 0 ? std::min(r_rd, r_wr) / (r_rd + r_wr) : 0.0;
+  const double pairs = static_cast<double>(bytes) * mix / static_cast<double>(m_t.write_batch);
+  m_turnarounds += pairs;
+  const double need = static_cast<double>(bytes) * m_t.ps_per_byte + exposed_sum * scale + pairs * turnaround_pair_ps(m_t);
+  const double t = t_arrive;
   // The first data needs the command and, for a new row, the activate.
   const double ready = t + (is_write ? m_t.t_wl : m_t.t_rl) + (misses ? m_t.t_rcd : 0.0);
   const double rate_bus = rate_bytes * need / static_cast<double>(std::max<uint64_t>(bytes, 1));
@@ -445,7 +463,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     }
   }
   if (!served) {
-    const double end = flow_place(ready, need, bytes, is_write, rate_bus);
+    const double end = flow_place(ready, need, rate_bus);
     finish = end + m_t.t_frontend;
     m_row_misses += n_miss;
     m_row_hits += std::max(0.0, n_pieces - n_miss);

@@ -37,6 +37,7 @@ struct Lpddr5Timing {
   double bin = 0;               // calendar bin length
   double history = 0;           // how long the calendar keeps past bins
   double coalesce_window = 0;   // identical reads within this window are served once
+  double mix_window = 0;        // flow model: averaging window of the read/write mix
 };
 
 // Data-bus time lost to one write->read plus one read->write switch. After the last write data
@@ -98,6 +99,8 @@ class Lpddr5 : public Component {
 
   void b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned int transport_dbg(int id, tlm::tlm_generic_payload& trans);
+  // The bank a channel-local address falls in, and its row.
+  uint32_t bank_of(uint64_t local, int64_t& row) const;
   double channel_access(uint32_t ch, uint64_t local, uint64_t bytes, bool is_write, double t_ps);
   // The bin with this index, created if new; an index older than the history is moved up to the
   // oldest bin kept.
@@ -111,19 +114,20 @@ class Lpddr5 : public Component {
   // Flow mode: one calendar for the whole device (capacity: every channel's bus time in the bin),
   // bins kept from the current simulated time on, since a stream can reach far ahead of it.
   struct FlowBin {
-    double cap = 0, free = 0, rd = 0, wr = 0, pairs = 0;
+    double cap = 0, free = 0;
   };
   FlowBin& flow_bin(int64_t& index);
   // Places `need` ps of bus work of `bytes` bytes no earlier than `ready`, using at most `rate`
   // ps of bus time per ps; returns when it ends.
-  double flow_place(double ready, double need, uint64_t bytes, bool is_write, double rate);
+  double flow_place(double ready, double need, double rate);
   std::deque<FlowBin> m_flow;  // bins m_flow_first, m_flow_first + 1, ...
   int64_t m_flow_first = 0;
   bool m_flow_started = false;
   struct FlowRecent { uint64_t addr, bytes, run, stride; double issued, done; };
   std::unordered_map<uint64_t, FlowRecent> m_flow_recent;
   TraceWriter::TrackId m_flow_track = 0;
-  std::vector<int64_t> m_flow_open;  // scratch for stream()
+  double m_mix[2] = {0, 0};  // recent read and write traffic (EWMA), flow model
+  double m_mix_t = 0;
 
   Lpddr5Timing m_t;
   uint64_t m_capacity;
