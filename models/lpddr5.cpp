@@ -72,6 +72,12 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (m_t.bin <= 0 || m_t.history < 2 * m_t.bin)
     throw ConfigError(SourceLoc{path()}, path() + ".bin: must be positive and history at least two bins");
   if (m_t.write_batch == 0) throw ConfigError(SourceLoc{path()}, path() + ".write_batch: must be positive");
+  auto pow2 = [](uint64_t v) { return v && !(v & (v - 1)); };
+  m_pow2 = pow2(m_t.banks) && pow2(m_t.row_bytes) && m_t.banks > 1;
+  if (m_pow2) {
+    m_row_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.row_bytes));
+    m_bank_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.banks));
+  }
   m_t.ps_per_byte = 1e12 / (data_rate * 1e6 * static_cast<double>(width_bits) / 8.0);
 
   m_channels.resize(m_t.channels);
@@ -186,9 +192,18 @@ double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, boo
 }
 
 uint32_t Lpddr5::bank_of(uint64_t local, int64_t& row) const {
-  row = static_cast<int64_t>(local / (m_t.row_bytes * m_t.banks));
   // Permutation-based bank interleaving: row bits XOR into the bank index, so streams whose
   // addresses differ by a multiple of the row span do not all land on one bank.
+  if (m_pow2) {  // the usual geometry: shifts and masks, same result as below
+    const uint64_t page = local >> m_row_shift, mask = m_t.banks - 1;
+    const uint64_t r = page >> m_bank_shift;
+    row = static_cast<int64_t>(r);
+    uint64_t b = page & mask;
+    if (m_t.bank_xor)
+      for (uint64_t q = r; q; q >>= m_bank_shift) b ^= q & mask;
+    return static_cast<uint32_t>(b);
+  }
+  row = static_cast<int64_t>(local / (m_t.row_bytes * m_t.banks));
   auto b = static_cast<uint32_t>((local / m_t.row_bytes) % m_t.banks);
   if (m_t.bank_xor) {
     uint64_t fold = 0;
@@ -303,17 +318,22 @@ double Lpddr5::request_latency_ps(uint64_t bytes, bool is_write, double miss) co
   return 2 * m_t.t_frontend + (is_write ? m_t.t_wl : m_t.t_rl) + miss * miss_cost + per_channel * m_t.ps_per_byte;
 }
 
-Lpddr5::FlowBin& Lpddr5::flow_bin(int64_t& index) {
+void Lpddr5::flow_prune() {
   // Bins that ended before the current simulated time can take no more work: forget them.
   const auto now_bin =
       static_cast<int64_t>(std::floor(sc_core::sc_time_stamp().to_seconds() * 1e12 / m_t.bin)) - 1;
-  if (!m_flow_started) {
-    m_flow_started = true;
-    m_flow_first = std::min(index, std::max<int64_t>(now_bin, 0));
-  }
-  while (!m_flow.empty() && m_flow_first < now_bin && m_flow_first < index) {
+  while (!m_flow.empty() && m_flow_first < now_bin) {
     m_flow.pop_front();
     ++m_flow_first;
+  }
+  if (m_flow.empty()) m_flow_first = std::max(m_flow_first, now_bin);
+  m_flow_open_from = std::max(m_flow_open_from, m_flow_first);
+}
+
+Lpddr5::FlowBin& Lpddr5::flow_bin(int64_t& index) {
+  if (!m_flow_started) {
+    m_flow_started = true;
+    m_flow_first = m_flow_open_from = std::min<int64_t>(index, 0);
   }
   if (index < m_flow_first) index = m_flow_first;
   while (index >= m_flow_first + static_cast<int64_t>(m_flow.size())) {
@@ -331,10 +351,16 @@ double Lpddr5::flow_place(double ready, double need, double rate) {
   const double width = static_cast<double>(m_t.channels);
   rate = std::min(rate, width);
   const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
+  flow_prune();
   double left = need;
-  for (auto idx = static_cast<int64_t>(std::floor(ready / m_t.bin));; ++idx) {
+  auto idx = static_cast<int64_t>(std::floor(ready / m_t.bin));
+  // Every bin before m_flow_open_from is full: start there at the earliest.
+  for (idx = std::max(idx, m_flow_open_from);; ++idx) {
     FlowBin& b = flow_bin(idx);
-    if (b.free < min_free) continue;
+    if (b.free < min_free) {
+      if (idx == m_flow_open_from) ++m_flow_open_from;
+      continue;
+    }
     const double lo = static_cast<double>(idx) * m_t.bin;
     const double start = std::max(lo, ready);
     const double usable = std::min(b.free, (lo + m_t.bin - start) * rate);
@@ -342,6 +368,7 @@ double Lpddr5::flow_place(double ready, double need, double rate) {
     const double take = std::min(usable, left);
     b.free -= take;
     left -= take;
+    if (b.free < min_free && idx == m_flow_open_from) ++m_flow_open_from;
     if (left <= 1e-9) {
       // Ends where the bin's work reaches on all channels, and no sooner than its own rate allows.
       const double end = std::max(lo + (b.cap - b.free) / width, start + take / rate);
@@ -394,7 +421,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     bank.written = is_write || (hit && bank.written);
     bank.open_row = row;
   };
-  constexpr uint64_t kSamplePieces = 64;
+  constexpr uint64_t kSamplePieces = 32;
   uint64_t r = 0;
   for (; r < runs && pieces < kSamplePieces; ++r) {
     uint64_t len = 0;
@@ -409,7 +436,8 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   if (runs > r) {
     uint64_t len = 0;
     const uint64_t a0 = run_at(runs - 1, len);
-    for (uint64_t a = a0 + (len > kSamplePieces * il ? len - kSamplePieces * il : 0); a < a0 + len;)
+    // One piece per channel is enough to leave each channel's last row open.
+    for (uint64_t a = a0 + (len > nch * il ? len - nch * il : 0); a < a0 + len;)
       touch(a, false), a += std::min<uint64_t>(a0 + len - a, il - a % il);
   }
   const double scale = sampled_bytes ? static_cast<double>(bytes) / static_cast<double>(sampled_bytes) : 0.0;

@@ -117,11 +117,13 @@ class Lpddr5 : public Component {
     double cap = 0, free = 0;
   };
   FlowBin& flow_bin(int64_t& index);
+  void flow_prune();
   // Places `need` ps of bus work of `bytes` bytes no earlier than `ready`, using at most `rate`
   // ps of bus time per ps; returns when it ends.
   double flow_place(double ready, double need, double rate);
   std::deque<FlowBin> m_flow;  // bins m_flow_first, m_flow_first + 1, ...
   int64_t m_flow_first = 0;
+  int64_t m_flow_open_from = 0;  // every bin before this one is full
   bool m_flow_started = false;
   struct FlowRecent { uint64_t addr, bytes, run, stride; double issued, done; };
   std::unordered_map<uint64_t, FlowRecent> m_flow_recent;
@@ -130,6 +132,8 @@ class Lpddr5 : public Component {
   double m_mix_t = 0;
 
   Lpddr5Timing m_t;
+  bool m_pow2 = false;  // banks and row size are powers of two: bank_of uses shifts
+  uint32_t m_row_shift = 0, m_bank_shift = 0;
   uint64_t m_capacity;
   std::vector<Channel> m_channels;
   std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> m_pages;
