@@ -1,6 +1,8 @@
 // Host cost of every fixture bundle (tests/fixtures/bundles, and tests/fixtures/captured as
 // captured_<name>), with and without data:
 //   fixture/<name>/timing  lower + run the timing plan on the card (as `vspyre run --no-data`)
+//                          (named timing_flow on a card with the flow DMA model: run with
+//                          VSPYRE_CONFIG=configs/spyre_flow.yaml; one card per process)
 //   fixture/<name>/data    the functional executor alone (sim/exec: ops in the device formats,
 //                          stick layouts, per-core slices), inputs already in device memory
 // Counters: sim_us (simulated kernel time), sim_over_host (simulated / host time of that
@@ -206,7 +208,9 @@ void register_all() {
   for (auto& f : fixtures()) {
     Fixture* p = &f;
     const bool large = f.macs > k_large_macs;
-    auto t = benchmark::RegisterBenchmark(("fixture/" + f.name + "/timing").c_str(), BM_timing, p);
+    // Named after the DMA model of the card (VSPYRE_CONFIG=configs/spyre_flow.yaml: flow).
+    const std::string timing = card().cores().empty() || !card().core(0).dma_flow() ? "/timing" : "/timing_flow";
+    auto t = benchmark::RegisterBenchmark(("fixture/" + f.name + timing).c_str(), BM_timing, p);
     auto d = benchmark::RegisterBenchmark(("fixture/" + f.name + "/data").c_str(), BM_data, p);
     for (auto* bm : {t, d}) {
       bm->Unit(benchmark::kMillisecond)->UseRealTime();

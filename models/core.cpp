@@ -61,6 +61,11 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
                          "calibrated: one core sustains 16-43 GB/s (measured.md 6d)"}, 1, 1024));
   m_dma_request = dma.get_size("request_size", "4KiB", {"bytes per DMA request (whole sticks)", Provenance::Estimate});
   m_dma_issue_ps = dma.get_time("issue_interval", "4cycles", {"minimum time between request issues", Provenance::Estimate}).to_ps(m_clock_hz);
+  m_dma_flow = dma.get_choice("model", "request", {"request", "flow"},
+                             {"request: every request of request_size goes to device memory on its own "
+                              "(the validated model); flow: a whole DMA operation goes as one stream at the rate "
+                              "its outstanding requests sustain (fast, approximate: for sweeps)",
+                              Provenance::Estimate}) == "flow";
   if (m_dma_request == 0 || m_dma_request % kStickBytes)
     throw ConfigError(SourceLoc{path()}, path() + ".dma.request_size: must be a positive multiple of 128B");
   if (m_lx_reserved >= m_lx_size)
@@ -151,7 +156,30 @@ void sync_if_ahead(double t_ps) {
 }
 }  // namespace
 
+static uint64_t dma_pieces(const CoreOp& op) {
+  uint64_t n = 1;
+  for (const DmaLevel& l : op.outer) n *= l.count;
+  return n;
+}
+
 double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper&) {
+  if (m_dma_flow) return run_dma_stream(op, is_write, t);
+  const uint64_t pieces = dma_pieces(op);
+  for (uint64_t p = 0; p < pieces; ++p) {
+    uint64_t rem = p, off = 0;
+    for (const DmaLevel& l : op.outer) {
+      off += (rem % l.count) * l.stride;
+      rem /= l.count;
+    }
+    // Each piece is its own descriptor: its requests start when the previous piece is done.
+    if (p > 0) sync_if_ahead(t);
+    t = run_dma_piece(op, op.addr + off, is_write, t);
+  }
+  (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * pieces);
+  return t;
+}
+
+double Core::run_dma_piece(const CoreOp& op, uint64_t base_addr, bool is_write, double t) {
   const uint64_t req = m_dma_request;
   // Requests never cross a run: split every run into requests of at most `req` bytes.
   const uint64_t run = op.run_bytes ? op.run_bytes : op.bytes;
@@ -163,7 +191,7 @@ double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_q
     const uint64_t r = i / per_run, k = i % per_run;
     const uint64_t run_len = std::min(run, op.bytes - r * run);
     if (k * req >= run_len) return uint64_t{0};
-    addr = op.addr + r * stride + k * req;
+    addr = base_addr + r * stride + k * req;
     return std::min(req, run_len - k * req);
   };
   std::vector<double> window(m_dma_outstanding, t);
@@ -200,8 +228,43 @@ double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_q
     last = std::max(last, done);
   }
   trans.clear_extension(&ext);
-  (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes);
   return last;
+}
+
+double Core::run_dma_stream(const CoreOp& op, bool is_write, double t) {
+  // Flow mode: the whole operation is one transaction; the memory places it as a stream.
+  sync_if_ahead(t);
+  tlm::tlm_generic_payload trans;
+  TransferExt ext;
+  ext.src = id();
+  ext.stream = true;
+  ext.stream_bytes = op.bytes;
+  ext.run_bytes = op.run_bytes && op.run_bytes < op.bytes ? op.run_bytes : 0;
+  ext.stride = ext.run_bytes ? op.stride : 0;
+  ext.request_bytes = m_dma_request;
+  ext.outstanding = m_dma_outstanding;
+  ext.issue_ps = m_dma_issue_ps;
+  ext.outer = op.outer.empty() ? nullptr : &op.outer;
+  trans.set_extension(&ext);
+  trans.set_command(is_write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
+  trans.set_address(op.addr);
+  trans.set_data_ptr(nullptr);
+  const auto len = static_cast<unsigned>(std::min<uint64_t>(op.bytes, UINT32_MAX));
+  trans.set_data_length(len);
+  trans.set_streaming_width(len);
+  trans.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+  const double base = now_ps();
+  sc_core::sc_time delay(t - base, sc_core::SC_PS);
+  mem->b_transport(trans, delay);
+  trans.clear_extension(&ext);
+  if (trans.is_response_error()) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(op.addr));
+    throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " stream at 0x" + b + " of " +
+                     std::to_string(op.bytes) + " B failed: " + trans.get_response_string());
+  }
+  (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * dma_pieces(op));
+  return base + delay.to_seconds() * 1e12;
 }
 
 double Core::run_ring(const CoreOp& op, double t, tlm_utils::tlm_quantumkeeper&) {

@@ -33,6 +33,10 @@ struct CoreOp {
   // bytes, run i starting at addr + i * stride (a stick-tiled slice is a set of such runs).
   uint64_t run_bytes = 0;
   uint64_t stride = 0;
+  // Multi-level transfers: the pattern above is one piece, repeated at the offsets these outer
+  // levels enumerate (first level fastest); `bytes` counts one piece. The DMA engine runs the
+  // pieces one after the other, each as its own descriptor.
+  std::vector<DmaLevel> outer;
   CoreId dst{0};
   // Pt: an (m x k) @ (k x n) product with elements of `bits` bits.
   uint64_t m = 0, k = 0, n = 0;
@@ -71,6 +75,7 @@ class Core : public Component {
   double clock_hz() const { return m_clock_hz; }
   uint32_t pt_rows() const { return m_pt_rows; }
   uint32_t corelets() const { return m_corelets; }
+  bool dma_flow() const { return m_dma_flow; }  // DMA operations go to memory as streams
 
   uint64_t lx_size() const { return m_lx_size; }
   uint64_t lx_usable() const { return m_lx_size - m_lx_reserved; }
@@ -82,6 +87,8 @@ class Core : public Component {
  private:
   void engine_thread(Engine e);
   double run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper& qk);
+  double run_dma_piece(const CoreOp& op, uint64_t addr, bool is_write, double t);
+  double run_dma_stream(const CoreOp& op, bool is_write, double t);
   double run_ring(const CoreOp& op, double t, tlm_utils::tlm_quantumkeeper& qk);
   void finish_op(uint32_t i, double start, double end);
 
@@ -92,6 +99,7 @@ class Core : public Component {
   uint32_t m_dma_outstanding;
   uint64_t m_dma_request;
   double m_dma_issue_ps;
+  bool m_dma_flow = false;
 
   std::vector<CoreOp> m_program;
   std::vector<OpResult> m_results;

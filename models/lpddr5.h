@@ -10,6 +10,7 @@
 // on the default card) comes out of these mechanics; no bandwidth is written anywhere.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -36,6 +37,7 @@ struct Lpddr5Timing {
   double bin = 0;               // calendar bin length
   double history = 0;           // how long the calendar keeps past bins
   double coalesce_window = 0;   // identical reads within this window are served once
+  double mix_window = 0;        // flow model: averaging window of the read/write mix
 };
 
 // Data-bus time lost to one write->read plus one read->write switch. After the last write data
@@ -52,6 +54,15 @@ class Lpddr5 : public Component {
   // The timing core, usable without SystemC: when the last byte of [addr, addr+bytes) has moved
   // for a request arriving at t_ps. Advances the channel and bank state.
   double access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps);
+
+  // Flow mode: a whole DMA operation (`x.stream`) arriving at t_ps, placed on the calendar of the
+  // whole device as one stream at the rate its requester sustains; returns when its last byte has
+  // moved. Far fewer events than one access() per request, at the price of the bank and
+  // interleaving detail between streams (see the README of models/).
+  double stream(const TransferExt& x, uint64_t addr, bool is_write, double t_ps);
+  // Unloaded round trip of one request of `bytes` (front end both ways, command, data) when a
+  // fraction `miss` of requests opens a row.
+  double request_latency_ps(uint64_t bytes, bool is_write, double miss) const;
 
   const Lpddr5Timing& timing() const { return m_t; }
   uint64_t capacity() const { return m_capacity; }
@@ -88,6 +99,8 @@ class Lpddr5 : public Component {
 
   void b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned int transport_dbg(int id, tlm::tlm_generic_payload& trans);
+  // The bank a channel-local address falls in, and its row.
+  uint32_t bank_of(uint64_t local, int64_t& row) const;
   double channel_access(uint32_t ch, uint64_t local, uint64_t bytes, bool is_write, double t_ps);
   // The bin with this index, created if new; an index older than the history is moved up to the
   // oldest bin kept.
@@ -98,7 +111,29 @@ class Lpddr5 : public Component {
   int64_t first_open(Channel& ch, int64_t index);
   double place(Channel& ch, double ready, double need, uint64_t bytes, bool is_write);
 
+  // Flow mode: one calendar for the whole device (capacity: every channel's bus time in the bin),
+  // bins kept from the current simulated time on, since a stream can reach far ahead of it.
+  struct FlowBin {
+    double cap = 0, free = 0;
+  };
+  FlowBin& flow_bin(int64_t& index);
+  void flow_prune();
+  // Places `need` ps of bus work of `bytes` bytes no earlier than `ready`, using at most `rate`
+  // ps of bus time per ps; returns when it ends.
+  double flow_place(double ready, double need, double rate);
+  std::deque<FlowBin> m_flow;  // bins m_flow_first, m_flow_first + 1, ...
+  int64_t m_flow_first = 0;
+  int64_t m_flow_open_from = 0;  // every bin before this one is full
+  bool m_flow_started = false;
+  struct FlowRecent { uint64_t addr, bytes, run, stride; double issued, done; };
+  std::unordered_map<uint64_t, FlowRecent> m_flow_recent;
+  TraceWriter::TrackId m_flow_track = 0;
+  double m_mix[2] = {0, 0};  // recent read and write traffic (EWMA), flow model
+  double m_mix_t = 0;
+
   Lpddr5Timing m_t;
+  bool m_pow2 = false;  // banks and row size are powers of two: bank_of uses shifts
+  uint32_t m_row_shift = 0, m_bank_shift = 0;
   uint64_t m_capacity;
   std::vector<Channel> m_channels;
   std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> m_pages;

@@ -27,8 +27,8 @@ plan::CardParams plan_card_params(Card& card) {
 
 namespace {
 
-// Outer levels of a multi-level strided DMA are enumerated into separate CoreOps up to this many;
-// beyond it one CoreOp approximates the addresses with the innermost stride.
+// Outer levels of a multi-level strided DMA become pieces of one CoreOp up to this many pieces;
+// beyond it the CoreOp approximates the addresses with the innermost stride.
 constexpr uint64_t kMaxDmaPieces = 4096;
 
 void add_dma(std::vector<CoreOp>& out, const plan::Op& op, Engine e, std::vector<uint32_t> deps) {
@@ -41,7 +41,7 @@ void add_dma(std::vector<CoreOp>& out, const plan::Op& op, Engine e, std::vector
   if (lv.empty()) {
     c.addr = op.addr();
     c.bytes = op.bytes();
-    out.push_back(c);
+    out.push_back(std::move(c));
     return;
   }
   uint64_t pieces = 1;
@@ -51,22 +51,14 @@ void add_dma(std::vector<CoreOp>& out, const plan::Op& op, Engine e, std::vector
   if (pieces > kMaxDmaPieces || pieces == 1) {
     c.addr = op.addr();
     c.bytes = op.bytes();
-    out.push_back(c);
+    out.push_back(std::move(c));
     return;
   }
-  const uint64_t piece_bytes = op.run_bytes() * lv[0].count();
-  for (uint64_t p = 0; p < pieces; ++p) {
-    uint64_t rem = p, off = 0;
-    for (int i = 1; i < lv.size(); ++i) {
-      off += (rem % lv[i].count()) * lv[i].stride();
-      rem /= lv[i].count();
-    }
-    CoreOp piece = c;
-    piece.addr = op.addr() + off;
-    piece.bytes = piece_bytes;
-    if (p > 0) piece.extra_ps = 0;
-    out.push_back(std::move(piece));
-  }
+  // One CoreOp: the piece (the innermost level), repeated over the outer levels.
+  c.addr = op.addr();
+  c.bytes = op.run_bytes() * lv[0].count();
+  for (int i = 1; i < lv.size(); ++i) c.outer.push_back(DmaLevel{lv[i].count(), lv[i].stride()});
+  out.push_back(std::move(c));
 }
 
 }  // namespace
@@ -77,6 +69,7 @@ std::vector<std::vector<CoreOp>> stage_programs(const plan::Stage& stage) {
   std::vector<std::vector<CoreOp>> progs(top);
   for (const auto& cp : stage.cores()) {
     auto& out = progs[cp.core()];
+    out.reserve(out.size() + static_cast<size_t>(cp.ops_size()));
     std::vector<uint32_t> last(cp.ops_size(), 0);  // plan op -> index of its last CoreOp
     for (int i = 0; i < cp.ops_size(); ++i) {
       const plan::Op& op = cp.ops(i);
@@ -87,39 +80,42 @@ std::vector<std::vector<CoreOp>> stage_programs(const plan::Stage& stage) {
                            std::to_string(i) + ": depends on a later op " + std::to_string(d));
         deps.push_back(last[d]);
       }
+      if (op.kind() == plan::Op::DMA_IN || op.kind() == plan::Op::DMA_OUT) {
+        add_dma(out, op, op.kind() == plan::Op::DMA_IN ? Engine::Load : Engine::Store, std::move(deps));
+        last[i] = static_cast<uint32_t>(out.size() - 1);
+        continue;
+      }
       CoreOp c;
       c.name = op.name();
-      c.deps = deps;
+      c.deps = std::move(deps);
       c.extra_ps = op.fixed_ps();
       switch (op.kind()) {
-        case plan::Op::DMA_IN: add_dma(out, op, Engine::Load, deps); break;
-        case plan::Op::DMA_OUT: add_dma(out, op, Engine::Store, deps); break;
         case plan::Op::PT:
           c.engine = Engine::Pt;
           c.m = op.m();
           c.k = op.k();
           c.n = op.n();
           c.bits = op.bits() ? static_cast<int>(op.bits()) : 16;
-          out.push_back(c);
+          out.push_back(std::move(c));
           break;
         case plan::Op::SFP:
         case plan::Op::COMBINE:
           c.engine = Engine::Sfp;
           c.elements = op.elements();
           c.cycles_per_element = op.cycles_per_element();
-          out.push_back(c);
+          out.push_back(std::move(c));
           break;
         case plan::Op::RING_SEND:
           c.engine = Engine::Ring;
           c.dst = CoreId{op.dst_core()};
           c.bytes = op.bytes();
           if (op.runs() > 1) c.run_bytes = (op.bytes() + op.runs() - 1) / op.runs();
-          out.push_back(c);
+          out.push_back(std::move(c));
           break;
         default:  // BARRIER, LAUNCH: a fixed cost on the SFP's timeline
           c.engine = Engine::Sfp;
           c.elements = 0;
-          out.push_back(c);
+          out.push_back(std::move(c));
           break;
       }
       last[i] = static_cast<uint32_t>(out.size() - 1);

@@ -2,6 +2,7 @@
 // ids, channels and stick counts from being mixed up.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include <tlm>
 
@@ -12,6 +13,11 @@ constexpr uint32_t idx(CoreId c) { return static_cast<uint32_t>(c); }
 
 inline constexpr uint64_t kStickBytes = 128;  // every data movement is whole 128-byte sticks
 
+// An outer loop of a multi-level strided transfer: `count` repeats, `stride` bytes apart.
+struct DmaLevel {
+  uint64_t count = 1, stride = 0;
+};
+
 // Who sent a transaction and, for ring transfers, where it goes.
 struct TransferExt : tlm::tlm_extension<TransferExt> {
   CoreId src{0};
@@ -19,6 +25,17 @@ struct TransferExt : tlm::tlm_extension<TransferExt> {
   // Ring: the transfer is done when the receiver's acknowledgement is back at the sender (a
   // descriptor-based copy retiring its slot), not when the last byte arrives.
   bool acked = false;
+  // Device memory, flow mode: the transaction is a whole DMA operation (a stream), not one request.
+  // `stream_bytes` bytes move as runs of `run_bytes` (0: one contiguous run) every `stride` bytes;
+  // the engine keeps `outstanding` requests of at most `request_bytes` in flight, issued no closer
+  // than `issue_ps` apart. The memory derives the stream's rate from these and its own latency.
+  // `outer` (may be null) repeats that pattern at the offsets its levels enumerate, first level
+  // fastest; `stream_bytes` counts one repeat.
+  bool stream = false;
+  uint64_t stream_bytes = 0, run_bytes = 0, stride = 0, request_bytes = 0;
+  const std::vector<DmaLevel>* outer = nullptr;
+  uint32_t outstanding = 1;
+  double issue_ps = 0;
   tlm_extension_base* clone() const override { return new TransferExt(*this); }
   void copy_from(const tlm_extension_base& other) override {
     *this = static_cast<const TransferExt&>(other);

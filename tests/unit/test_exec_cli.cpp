@@ -74,6 +74,19 @@ TEST_CASE("exec cli: run computes data by default and reports the check", "[exec
   CHECK(t.out.find("data check: PASS") != std::string::npos);
 }
 
+TEST_CASE("exec cli: the flow DMA model gives the same stats bit for bit run to run", "[exec][cli]") {
+  const std::string cfg = (fs::path(VSPYRE_SOURCE_DIR) / "configs" / "spyre_flow.yaml").string();
+  std::string first;
+  for (const char* f : {"matmul_b2_n12800_default", "matmul_b2_n12800_default"}) {
+    const Result r = vspyre_run({fixture(f), "--json", "--no-data", "--config", cfg});
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    CHECK(j["kernel_time_us"].get<double>() > 0);
+    if (first.empty()) first = r.out;
+    else CHECK(r.out == first);
+  }
+}
+
 TEST_CASE("exec cli: --no-data is timing only", "[exec][cli]") {
   const Result r = vspyre_run({fixture("neg_2048x1024_c32"), "--json", "--no-data"});
   REQUIRE(r.code == 0);
