@@ -428,9 +428,12 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   m_mix[is_write ? 1 : 0] += static_cast<double>(bytes);  // about the bytes of the last mix_window
   auto walk_run = [&](uint64_t a0, uint64_t len, bool count) {
     const uint64_t s0 = a0 / il, s1 = (a0 + len - 1) / il;
-    for (uint64_t c = 0; c < nch; ++c) {
+    // A short run touches fewer channels than there are: only those.
+    const uint64_t c_begin = s1 - s0 + 1 < nch ? s0 % nch : 0;
+    const uint64_t c_count = std::min<uint64_t>(nch, s1 - s0 + 1);
+    for (uint64_t ci = 0; ci < c_count; ++ci) {
+      const uint64_t c = (c_begin + ci) % nch;
       const uint64_t sf = s0 + (c + nch - s0 % nch) % nch;  // first stripe of channel c in the run
-      if (sf > s1) continue;
       const uint64_t sl = s1 - (s1 % nch + nch - c) % nch;  // last
       const uint64_t lo = (sf / nch) * il + (sf == s0 ? a0 % il : 0);
       const uint64_t hi = (sl / nch) * il + (sl == s1 ? (a0 + len - 1) % il : il - 1);
