@@ -795,6 +795,10 @@ KINDS = {
                           "mode": "demote", "dtype": "fp16"}),
 }
 
+SH3 = ("measured.md section 3 (PR #3844), row `Same bytes and cores, other slice geometries` "
+       "(measured range 2.3 - 24.2 us; which geometries were measured is not published): ")
+SH3X = ("measured.md section 3 (PR #3844), row `Equal run length, higher split` (~3.6x slower); "
+        "measured.md gives only the ratio and no geometry, so the pair is a generator choice: ")
 SM1 = "measured.md section 1 (softmax scratchpad study, torch-spyre scratchpad_planning.md)"
 PRESETS = OrderedDict([
     ("softmax_512x1024_baseline", ("softmax", {
@@ -844,6 +848,47 @@ PRESETS = OrderedDict([
         "consumer_split": "mb=4,x=2", "mode": "shuffle"},
         "measured.md section 3 (PR #3844): the canonical shuffle with the direction reversed, "
         "producer x=8, consumer view {B:4, M:2} (mb=4,x=2), measured 8.701 us.")),
+    # measured.md section 3, other slice geometries: relu(neg(x)) on 8 cores, the same 2.10 MB
+    # tensor as the canonical relu_neg_shuffle, other producer/consumer splits (only the shuffle
+    # stage is compared).  [8,256,512] is mb=8, x=256, out=512 laid out [mb, out, x] innermost
+    # first, so a producer slice of k mb values gives runs of k x 128 B.
+    ("relu_neg_shuffle_mb2x4_to_x8", ("chain", {
+        "ops": ["neg", "relufwd"], "shape": [8, 256, 512], "producer_split": "mb=2,x=4",
+        "consumer_split": "x=8", "mode": "shuffle"},
+        SH3 + "producer {mb:2, x:4} (split 2, 512 B runs) -> consumer {x:8}.")),
+    ("relu_neg_shuffle_mb8_to_x8", ("chain", {
+        "ops": ["neg", "relufwd"], "shape": [8, 256, 512], "producer_split": "mb=8",
+        "consumer_split": "x=8", "mode": "shuffle"},
+        SH3 + "producer {mb:8} (split 8, 128 B runs) -> consumer {x:8}.")),
+    ("relu_neg_shuffle_out8_to_x8", ("chain", {
+        "ops": ["neg", "relufwd"], "shape": [8, 256, 512], "producer_split": "out=8",
+        "consumer_split": "x=8", "mode": "shuffle"},
+        SH3 + "producer {out:8} (one stick of out per core, 1 KB runs of all 8 mb) -> "
+        "consumer {x:8}.")),
+    ("relu_neg_shuffle_mb4out2_to_x8", ("chain", {
+        "ops": ["neg", "relufwd"], "shape": [8, 256, 512], "producer_split": "mb=4,out=2",
+        "consumer_split": "x=8", "mode": "shuffle"},
+        SH3 + "producer {mb:4, out:2} (split 4, 256 B runs as in the canonical case, but each "
+        "consumer core gathers from 8 producers, not 4) -> consumer {x:8}.")),
+    ("relu_neg_shuffle_mb4x2_to_mb2x4", ("chain", {
+        "ops": ["neg", "relufwd"], "shape": [8, 256, 512], "producer_split": "mb=4,x=2",
+        "consumer_split": "mb=2,x=4", "mode": "shuffle"},
+        SH3 + "the canonical producer {mb:4, x:2} (256 B runs) -> consumer {mb:2, x:4} "
+        "(512 B runs).")),
+    # measured.md section 3, equal run length, higher split: a pair on 32 cores, both 2.10 MB
+    # with 256 B runs (2 mb per core) and 256 runs per core; split 4 vs split 32 (the split the
+    # PR #3844 fitted law puts nearest 3.6x: 3.9x; split 16 gives 2.6x, and on 8 cores the
+    # split cannot exceed 8, 1.7x).
+    ("relu_neg_shuffle_c32_split4", ("chain", {
+        "ops": ["neg", "relufwd"], "shape": [8, 256, 512], "producer_split": "mb=4,x=8",
+        "consumer_split": "x=32", "mode": "shuffle"},
+        SH3X + "the denominator, split 4: [8,256,512] producer {mb:4, x:8} -> consumer {x:32}, "
+        "32 cores, 256 B runs. PR #3844 fitted law: 2.193 us.")),
+    ("relu_neg_shuffle_c32_split32", ("chain", {
+        "ops": ["neg", "relufwd"], "shape": [64, 64, 256], "producer_split": "mb=32",
+        "consumer_split": "x=32", "mode": "shuffle"},
+        SH3X + "the numerator, split 32: [64,64,256] (2.10 MB) producer {mb:32} -> consumer "
+        "{x:32}, 32 cores, 256 B runs. PR #3844 fitted law: 8.545 us (3.9x the split-4 pair).")),
     ("mm_2048x512x2048_c1", ("matmul", {
         "batch": 0, "m": 2048, "k": 512, "n": 2048, "split": "1"},
         "measured.md section 6d (mm_family log), row 2048x512x2048, 1 core (1x1): 2066.6 us.")),

@@ -15,6 +15,9 @@ Every row with a bundle fixture is run once with `vspyre run FIXTURE --config F 
 - M-ratio rows: the predicted ratio of two rows' times against the measured ratio, and whether
   the direction of the change (faster / same / slower, within --same-band) is reproduced.
 - P rows: run and listed next to the other model's figure, never counted.
+- Range rows (M with `measured_range_us: [lo, hi]`, a family of geometries measured only as a
+  range): `fixture` may be a list; the row is reproduced when every fixture's prediction falls
+  inside [lo, hi]. Never counted in MAPE.
 
 Writes OUT/validation.csv (one line per row) and OUT/validation.png (predicted vs measured,
 log-log, identity line) and OUT/validation.json. --json prints that JSON object instead of the
@@ -197,6 +200,8 @@ def load_table(path):
             if r.get("measured_us") is None:
                 if not (isinstance(rng, list) and len(rng) == 2 and all(_num(x) and x > 0 for x in rng)):
                     bad("an M row needs `measured_us` (or `measured_range_us: [lo, hi]`)")
+                if rng[0] > rng[1]:
+                    bad(f"`measured_range_us` {rng} is not [lo, hi] with lo <= hi")
             if r.get("predicted_us") is not None:
                 bad("an M row carries `measured_us`; `predicted_us` is for P rows")
         elif t == "P":
@@ -214,12 +219,17 @@ def load_table(path):
             if r.get("fixture") is not None:
                 bad("an M-ratio row has no fixture of its own: name two rows as numerator/denominator")
         fx = r.get("fixture")
-        if fx is not None:
-            if not isinstance(fx, str):
-                bad(f"`fixture` must be a directory path or null, not {fx!r}")
-            d = Path(fx) if os.path.isabs(fx) else ROOT / fx
+        if isinstance(fx, list):
+            if not is_range_row(r):
+                bad("a list of fixtures is only for an M row with `measured_range_us` (a range row)")
+            if not fx or not all(isinstance(f, str) for f in fx) or len(set(fx)) != len(fx):
+                bad(f"`fixture` must be a non-empty list of distinct directory paths, not {fx!r}")
+        elif fx is not None and not isinstance(fx, str):
+            bad(f"`fixture` must be a directory path, a list of them (range rows) or null, not {fx!r}")
+        for f in fixture_list(fx):
+            d = Path(f) if os.path.isabs(f) else ROOT / f
             if not (d / "bundle.mlir").is_file():
-                bad(f"fixture {fx} is not a bundle directory (no {d / 'bundle.mlir'})")
+                bad(f"fixture {f} is not a bundle directory (no {d / 'bundle.mlir'})")
         m = r.get("metric", "kernel")
         if not (m == "kernel" or (isinstance(m, str) and m.startswith("stage:") and len(m) > 6)):
             bad(f"`metric` must be `kernel` or `stage:<name>`, not {m!r}")
@@ -235,6 +245,8 @@ def load_table(path):
             o = by_id.get(r[k])
             if o is None:
                 raise ValidateError(f"{r['_where']}: {k} {r[k]!r} is not a row id of the table")
+            if is_range_row(o):
+                raise ValidateError(f"{r['_where']}: {k} {r[k]!r} is a range row (no single time)")
             if o["type"] != "M" or o.get("measured_us") is None:
                 if r.get("measured_ratio") is None:
                     raise ValidateError(f"{r['_where']}: {k} {r[k]!r} is not an M row with "
@@ -244,6 +256,18 @@ def load_table(path):
 
 # ----------------------------------------------------------------------------------------------
 # Running vspyre
+
+
+def is_range_row(r):
+    """An M row measured only as a range: `measured_range_us` and no `measured_us`."""
+    return r.get("type") == "M" and r.get("measured_us") is None and r.get("measured_range_us") is not None
+
+
+def fixture_list(fx):
+    """A row's `fixture` as a list: [] for null, [path] for one path, the list itself."""
+    if fx is None:
+        return []
+    return list(fx) if isinstance(fx, list) else [fx]
 
 
 def find_vspyre():
@@ -331,16 +355,16 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
             if r["id"] in keep and r["type"] == "M-ratio" and r.get("numerator"):
                 keep |= {r["numerator"], r["denominator"]}
         rows = [r for r in rows if r["id"] in keep]
-    fixtures = sorted({r["fixture"] for r in rows if r.get("fixture")})
+    fixtures = sorted({f for r in rows for f in fixture_list(r.get("fixture"))})
     # Longest first (the committed baseline's kernel times stand in for simulation cost), so the
     # slow matmuls do not start last.
     try:
         prev = json.loads(DEFAULT_BASELINE.read_text()).get("rows", {})
         cost = {}
         for r in rows:
-            if r.get("fixture"):
+            for f in fixture_list(r.get("fixture")):
                 c = (prev.get(r["id"]) or {}).get("predicted_us") or 0.0
-                cost[r["fixture"]] = max(cost.get(r["fixture"], 0.0), c)
+                cost[f] = max(cost.get(f, 0.0), c)
         fixtures.sort(key=lambda fx: -cost.get(fx, 0.0))
     except (OSError, ValueError, AttributeError):
         pass
@@ -372,6 +396,10 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
         o["other_model_us"] = r.get("predicted_us")
         if not r.get("fixture"):
             o["status"] = "no fixture"
+            out_rows.append(o)
+            continue
+        if is_range_row(r):
+            range_row(o, r, runs, failed)
             out_rows.append(o)
             continue
         stats, err, dt = runs[r["fixture"]]
@@ -430,6 +458,7 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
                        "bias_geomean_ratio": math.exp(sum(math.log(o["predicted"] / o["measured"])
                                                           for o in c) / len(c))}
     ratios = [o for o in out_rows if o["type"] == "M-ratio" and o.get("status") == "ok"]
+    ranges = [o for o in out_rows if "in_range" in o]
     res = {
         "table": _rel(table), "config": _rel(config), "vspyre": vspyre,
         "vspyre_version": vspyre_version(vspyre),
@@ -448,11 +477,42 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
             "directions_total": len(ratios),
             "not_reproduced": [o["id"] for o in ratios if not o["direction_reproduced"]],
         },
+        "range": {
+            "n": len(ranges),
+            "reproduced": sum(1 for o in ranges if o["range_reproduced"]),
+            "not_reproduced": [o["id"] for o in ranges if not o["range_reproduced"]],
+        },
         "failed": failed,
         "elapsed_s": round(time.monotonic() - t0, 1),
         "rows": out_rows,
     }
     return res
+
+
+def range_row(o, r, runs, failed):
+    """A range row: every fixture's prediction against [lo, hi]; never counted."""
+    lo, hi = r["measured_range_us"]
+    each, errs = {}, []
+    for fx in fixture_list(r["fixture"]):
+        stats, err, _ = runs[fx]
+        if err is None:
+            try:
+                each[fx] = metric_value(stats, o["metric"])
+            except (ValidateError, KeyError, TypeError) as e:
+                err = f"{e}"
+        if err is not None:
+            errs.append(err)
+            failed.append({"id": r["id"], "fixture": fx, "error": err})
+    if errs:
+        o["status"] = "error: " + "; ".join(errs)
+        return
+    o["status"] = "ok"
+    o["predicted_each"] = each
+    o["predicted_min"], o["predicted_max"] = min(each.values()), max(each.values())
+    if len(each) == 1:
+        o["predicted"] = o["predicted_min"]
+    o["in_range"] = sum(1 for v in each.values() if lo <= v <= hi)
+    o["range_reproduced"] = o["in_range"] == len(each)
 
 
 def _rel(p):
@@ -502,12 +562,23 @@ def report(res, out=sys.stdout):
             meas = _us(o.get("measured"))
         err = o.get("error_percent", o.get("error_percent_vs_other_model"))
         note = "" if o.get("status") == "ok" else o.get("status", "")
+        pred = _us(o.get("predicted"))
+        if "in_range" in o:
+            n = len(o["predicted_each"])
+            if n > 1:
+                pred = f"{o['predicted_min']:.3g}-{o['predicted_max']:.3g}"
+            note = (f"range: {o['in_range']}/{n} fixture(s) in range, "
+                    + ("reproduced" if o["range_reproduced"] else "NOT reproduced") + "; not counted")
         if o["type"] == "P" and o.get("status") == "ok":
             note = "vs the other model's prediction; not counted"
         if o.get("metric", "kernel") != "kernel":
             note = (o["metric"] + "; " + note).rstrip("; ")
-        w(f"{o['id']:34s} {o['section']:>3s} {o['type']:4s} {meas:>12s} {_us(o.get('predicted')):>12s} "
+        w(f"{o['id']:34s} {o['section']:>3s} {o['type']:4s} {meas:>12s} {pred:>12s} "
           f"{_f(err, 1) if err is None else f'{err:+.1f}':>9s}  {note}\n")
+        if len(o.get("predicted_each") or {}) > 1:
+            lo, hi = o["measured_range_us"]
+            for fx, v in o["predicted_each"].items():
+                w(f"  {Path(fx).name:55s} {v:12.4g}  {'in range' if lo <= v <= hi else 'OUT of range'}\n")
     w("\nRatios (M-ratio: checked as ratios and directions, not counted in MAPE)\n")
     w(f"{'id':50s} {'sec':>3s} {'measured':>9s} {'vspyre':>9s} {'error %':>9s}  direction (measured / vspyre)\n")
     for o in rows:
@@ -543,6 +614,12 @@ def report(res, out=sys.stdout):
           f"{rt['mape_percent']:.1f} %\n")
         if rt["not_reproduced"]:
             w(f"  not reproduced         {', '.join(rt['not_reproduced'])}\n")
+    rg = res.get("range") or {}
+    if rg.get("n"):
+        w(f"  ranges                 {rg['reproduced']}/{rg['n']} reproduced (every fixture's prediction "
+          f"inside the measured range; not counted in MAPE)\n")
+        if rg["not_reproduced"]:
+            w(f"  range not reproduced   {', '.join(rg['not_reproduced'])}\n")
     if res["failed"]:
         w(f"\n{len(res['failed'])} fixture run(s) FAILED:\n")
         for f in res["failed"]:
@@ -557,6 +634,10 @@ def write_csv(res, path):
             d = dict(o)
             if o.get("measured") is None and o.get("measured_range_us"):
                 d["measured"] = "{}-{}".format(*o["measured_range_us"])
+            if isinstance(o.get("fixture"), list):
+                d["fixture"] = " ".join(o["fixture"])
+            if o.get("predicted_each") and len(o["predicted_each"]) > 1:
+                d["predicted"] = "{:.6g}-{:.6g}".format(o["predicted_min"], o["predicted_max"])
             if o.get("error_percent") is None and o.get("error_percent_vs_other_model") is not None:
                 d["error_percent"] = o["error_percent_vs_other_model"]
             wr.writerow({k: ("" if d.get(k) is None else d.get(k)) for k in CSV_COLUMNS})

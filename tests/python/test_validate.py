@@ -101,7 +101,9 @@ def fake(tmp_path):
 
     def make_table(rows, name="t.yaml"):
         for r in rows:
-            if r.get("fixture"):
+            if isinstance(r.get("fixture"), list):
+                r["fixture"] = [str(tmp_path / f) for f in r["fixture"]]
+            elif r.get("fixture"):
                 r["fixture"] = str(tmp_path / r["fixture"])
         f = tmp_path / name
         f.write_text(yaml.safe_dump({"schema": 1, "rows": rows}, sort_keys=False))
@@ -156,6 +158,46 @@ def test_ratio_rows_and_directions(fake):
     assert res["n_counted"] == 5                                 # ratios are not counted
 
 
+def range_row(i, fx, lo, hi, **kw):
+    return {"id": i, "section": "x", "type": "M", "measured_range_us": [lo, hi], "fixture": fx, **kw}
+
+
+def test_range_rows_need_every_fixture_inside_and_are_not_counted(fake, tmp_path):
+    make_table, set_times, exe = fake
+    set_times(a=100.0, b=3.0, c=10.0, d=30.0)
+    t = make_table([m_row("ra", "a", 100.0),
+                    range_row("inside", ["b", "c"], 2.0, 24.0),
+                    range_row("one_out", ["b", "c", "d"], 2.0, 24.0),
+                    range_row("single", "c", 10.0, 12.0),          # bounds are inclusive
+                    range_row("staged", ["c", "d"], 8.0, 30.0, metric="stage:0_op"),
+                    range_row("nofx", None, 1.0, 2.0)])
+    res = vv.validate(t, vspyre=exe, jobs=2)
+    by = {o["id"]: o for o in res["rows"]}
+    assert res["n_counted"] == 1 and res["mape_percent"] == pytest.approx(0.0)
+    assert by["inside"]["range_reproduced"] is True and by["inside"]["in_range"] == 2
+    assert by["inside"]["predicted_min"] == 3.0 and by["inside"]["predicted_max"] == 10.0
+    assert by["inside"].get("predicted") is None and by["inside"]["counted"] is False
+    assert by["one_out"]["range_reproduced"] is False and by["one_out"]["in_range"] == 2
+    assert by["single"]["range_reproduced"] is True and by["single"]["predicted"] == 10.0
+    assert by["staged"]["predicted_each"] == {str(tmp_path / "c"): 9.0, str(tmp_path / "d"): 29.0}
+    assert by["staged"]["range_reproduced"] is True
+    assert by["nofx"]["status"] == "no fixture" and "in_range" not in by["nofx"]
+    assert res["range"] == {"n": 4, "reproduced": 3, "not_reproduced": ["one_out"]}
+    out = __import__("io").StringIO()
+    vv.report(res, out)
+    text = out.getvalue()
+    assert "range: 2/3 fixture(s) in range, NOT reproduced" in text
+    assert "3/4 reproduced" in text and "range not reproduced   one_out" in text
+    vv.write_csv(res, tmp_path / "v.csv")
+    got = {r["id"]: r for r in csv.DictReader(open(tmp_path / "v.csv"))}
+    assert got["inside"]["measured"] == "2.0-24.0" and got["inside"]["predicted"] == "3-10"
+    # a failing fixture makes the row an error, listed with the failures
+    set_times(a=100.0, b=3.0)
+    res = vv.validate(t, vspyre=exe, jobs=2, select="inside")
+    assert res["rows"][0]["status"].startswith("error:") and res["range"]["n"] == 0
+    assert res["failed"] and res["failed"][0]["id"] == "inside"
+
+
 def test_baseline_check_fails_when_mape_rises_more_than_a_point(fake, tmp_path, capsys):
     make_table, set_times, exe = fake
     t = make_table([m_row("ra", "a", 100.0), m_row("rb", "b", 100.0)])
@@ -202,6 +244,13 @@ def test_baseline_check_fails_when_mape_rises_more_than_a_point(fake, tmp_path, 
     ({"id": "bad", "section": "x", "type": "M", "measured_us": 1.0, "mesured": 2},
      ["unknown field", "mesured"]),
     ({"id": "ra", "section": "x", "type": "M", "measured_us": 1.0}, ["duplicate id"]),
+    ({"id": "bad", "section": "x", "type": "M", "measured_us": 1.0, "fixture": ["a", "b"]},
+     ["list of fixtures", "range row"]),
+    ({"id": "bad", "section": "x", "type": "M", "measured_range_us": [3.0, 2.0]}, ["lo <= hi"]),
+    ({"id": "bad", "section": "x", "type": "M", "measured_range_us": [1.0, 2.0], "fixture": []},
+     ["non-empty list"]),
+    ({"id": "bad", "section": "x", "type": "M", "measured_range_us": [1.0, 2.0],
+      "fixture": ["a", "nope"]}, ["not a bundle directory"]),
 ])
 def test_bad_table_names_file_and_row(fake, tmp_path, capsys, row, words):
     make_table, _, exe = fake
@@ -231,7 +280,8 @@ def test_committed_table_loads():
     assert types == {"M", "M-ratio", "P"}
     assert all(r.get("source") for r in rows)
     base = json.loads(vv.DEFAULT_BASELINE.read_text())
-    assert base["n_counted"] == sum(1 for r in rows if r["type"] == "M" and r.get("fixture"))
+    assert base["n_counted"] == sum(1 for r in rows if r["type"] == "M" and r.get("fixture")
+                                    and not vv.is_range_row(r))
 
 
 # ------------------------------------------------------------------------------- end to end
