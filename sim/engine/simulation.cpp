@@ -24,7 +24,7 @@ Simulation::Simulation(ConfigNode config, bool trace_all)
   top.claim("card");
   ParamReader& simp = top.group("sim", "simulation-wide settings");
   const TimeValue quantum = simp.get_time(
-      "quantum", "200ns",
+      "quantum", "50ns",
       {"temporal-decoupling quantum: how far a model may run ahead of the others", Provenance::Override});
   if (quantum.in_cycles) {
     // There is no simulation-wide clock to count cycles of.

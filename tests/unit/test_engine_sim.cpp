@@ -180,7 +180,7 @@ TEST_CASE("engine: registry builds every registered type with its defaults", "[e
 TEST_CASE("engine: config configs/spyre.yaml builds the 32-core card", "[engine][configs]") {
   Simulation sim(resolve(config_path("spyre.yaml")));
   CHECK(check_card(sim) == 32);
-  CHECK(sim.quantum_ps() == Approx(200000));
+  CHECK(sim.quantum_ps() == Approx(50000));
   CHECK(sim.seed() == 1u);
   const Component* core = by_path(sim, "card.core_31");
   CHECK(value_of(core, "lx.size") == "2MiB");
