@@ -74,6 +74,11 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (m_t.write_batch == 0) throw ConfigError(SourceLoc{path()}, path() + ".write_batch: must be positive");
   auto pow2 = [](uint64_t v) { return v && !(v & (v - 1)); };
   m_pow2 = pow2(m_t.banks) && pow2(m_t.row_bytes) && m_t.banks > 1;
+  m_geom_pow2 = m_pow2 && pow2(m_t.interleave) && pow2(m_t.channels);
+  if (m_geom_pow2) {
+    m_il_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.interleave));
+    m_nch_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.channels));
+  }
   if (m_pow2) {
     m_row_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.row_bytes));
     m_bank_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.banks));
@@ -403,7 +408,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   // Row misses. Within one contiguous run, each channel's share is one contiguous channel-local
   // range; every row-sized chunk of it is one (bank, row). Each chunk is checked against its
   // bank's open row, as access() would find it, so a stream that continues where it (or another
-  // stream) left a row open hits, and another core's stream to the same bank closes it. Up to 64
+  // stream) left a row open hits, and another core's stream to the same bank closes it. Up to 16
   // runs are walked and the count and the exposed precharge + activate time scaled to the whole
   // stream (a stream repeats its pattern); its last run then leaves its rows open for whatever
   // comes next. Not modelled: streams that thrash one bank request by request while they overlap
@@ -426,18 +431,23 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     m_mix_t = t_arrive;
   }
   m_mix[is_write ? 1 : 0] += static_cast<double>(bytes);  // about the bytes of the last mix_window
+  // Division by the geometry, with shifts when it is a power of two (it is on every preset).
+  const bool p2 = m_geom_pow2;
+  auto div = [p2](uint64_t x, uint64_t d, uint32_t sh) { return p2 ? x >> sh : x / d; };
+  auto mod = [p2](uint64_t x, uint64_t d) { return p2 ? x & (d - 1) : x % d; };
+  const uint32_t il_sh = m_il_shift, nch_sh = m_nch_shift, rb_sh = m_row_shift;
   auto walk_run = [&](uint64_t a0, uint64_t len, bool count) {
-    const uint64_t s0 = a0 / il, s1 = (a0 + len - 1) / il;
+    const uint64_t s0 = div(a0, il, il_sh), s1 = div(a0 + len - 1, il, il_sh);
     // A short run touches fewer channels than there are: only those.
-    const uint64_t c_begin = s1 - s0 + 1 < nch ? s0 % nch : 0;
+    const uint64_t c_begin = s1 - s0 + 1 < nch ? mod(s0, nch) : 0;
     const uint64_t c_count = std::min<uint64_t>(nch, s1 - s0 + 1);
     for (uint64_t ci = 0; ci < c_count; ++ci) {
-      const uint64_t c = (c_begin + ci) % nch;
-      const uint64_t sf = s0 + (c + nch - s0 % nch) % nch;  // first stripe of channel c in the run
-      const uint64_t sl = s1 - (s1 % nch + nch - c) % nch;  // last
-      const uint64_t lo = (sf / nch) * il + (sf == s0 ? a0 % il : 0);
-      const uint64_t hi = (sl / nch) * il + (sl == s1 ? (a0 + len - 1) % il : il - 1);
-      for (uint64_t k = lo / rb; k <= hi / rb; ++k) {
+      const uint64_t c = mod(c_begin + ci, nch);
+      const uint64_t sf = s0 + mod(c + nch - mod(s0, nch), nch);  // first stripe of channel c in the run
+      const uint64_t sl = s1 - mod(mod(s1, nch) + nch - c, nch);   // last
+      const uint64_t lo = div(sf, nch, nch_sh) * il + (sf == s0 ? mod(a0, il) : 0);
+      const uint64_t hi = div(sl, nch, nch_sh) * il + (sl == s1 ? mod(a0 + len - 1, il) : il - 1);
+      for (uint64_t k = div(lo, rb, rb_sh); k <= div(hi, rb, rb_sh); ++k) {
         int64_t row = 0;
         Bank& bank = m_channels[c].banks[bank_of(k * rb, row)];
         const bool hit = bank.open_row == row;
@@ -454,7 +464,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       }
     }
   };
-  constexpr uint64_t kSampleRuns = 64;
+  constexpr uint64_t kSampleRuns = 16;
   const uint64_t walked = std::min(runs, kSampleRuns);
   for (uint64_t r = 0; r < walked; ++r) {
     uint64_t len = 0;

@@ -134,6 +134,8 @@ class Lpddr5 : public Component {
   Lpddr5Timing m_t;
   bool m_pow2 = false;  // banks and row size are powers of two: bank_of uses shifts
   uint32_t m_row_shift = 0, m_bank_shift = 0;
+  bool m_geom_pow2 = false;  // also interleave and channel count: stream() uses shifts
+  uint32_t m_il_shift = 0, m_nch_shift = 0;
   uint64_t m_capacity;
   std::vector<Channel> m_channels;
   std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> m_pages;
