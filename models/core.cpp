@@ -233,6 +233,7 @@ double Core::run_dma_piece(const CoreOp& op, uint64_t base_addr, bool is_write, 
 
 double Core::run_dma_stream(const CoreOp& op, bool is_write, double t) {
   // Flow mode: the whole operation is one transaction; the memory places it as a stream.
+  if (op.bytes == 0) return t;  // nothing to move (as in request mode: no request is issued)
   sync_if_ahead(t);
   tlm::tlm_generic_payload trans;
   TransferExt ext;

@@ -336,10 +336,8 @@ void Lpddr5::flow_prune() {
 }
 
 Lpddr5::FlowBin& Lpddr5::flow_bin(int64_t& index) {
-  if (!m_flow_started) {
-    m_flow_started = true;
-    m_flow_first = m_flow_open_from = std::min<int64_t>(index, 0);
-  }
+  // flow_prune() has moved the first bin up to the current time, so a card whose first stream
+  // comes late (the shim's card runs for hours) does not build the calendar from time zero.
   if (index < m_flow_first) index = m_flow_first;
   while (index >= m_flow_first + static_cast<int64_t>(m_flow.size())) {
     const int64_t k = m_flow_first + static_cast<int64_t>(m_flow.size());

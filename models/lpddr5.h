@@ -124,7 +124,6 @@ class Lpddr5 : public Component {
   std::deque<FlowBin> m_flow;  // bins m_flow_first, m_flow_first + 1, ...
   int64_t m_flow_first = 0;
   int64_t m_flow_open_from = 0;  // every bin before this one is full
-  bool m_flow_started = false;
   struct FlowRecent { uint64_t addr, bytes, run, stride; double issued, done; };
   std::unordered_map<uint64_t, FlowRecent> m_flow_recent;
   TraceWriter::TrackId m_flow_track = 0;
