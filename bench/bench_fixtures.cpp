@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "models/card.h"
 #include "models/plan_runner.h"
 #include "sim/bundle/bundle.h"
@@ -221,15 +222,10 @@ void register_all() {
 }  // namespace
 
 int sc_main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  scan();
-  register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_benchmarks(argc, argv, [] {
+    scan();
+    register_all();
+  });
 }
 
-int main(int argc, char** argv) {
-  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
-  return sc_core::sc_elab_and_sim(argc, argv);
-}
+int main(int argc, char** argv) { return bench::systemc_main(argc, argv); }
