@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "models/card.h"
 #include "models/plan_runner.h"
 #include "sim/bundle/bundle.h"
@@ -133,25 +134,14 @@ void BM_timing(benchmark::State& s, Fixture* f) {
   s.counters["sim_over_host"] = host > 0 ? sim_ps / 1e12 * double(s.iterations()) / host : 0;
 }
 
-std::vector<float> values(size_t n, uint64_t seed) {
-  std::vector<float> v(n);
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (auto& f : v) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    f = float(double(x >> 11) * 0x1.0p-52 - 1.0);
-  }
-  return v;
-}
-
 void BM_data(benchmark::State& s, Fixture* f) {
   const auto lb = bundle::load_bundle(f->dir);
   const auto b = plan::default_bindings(lb);
   const auto resolved = bundle::resolve(lb, b);
   exec::SparseMemory mem;
   for (const auto& kt : exec::kernel_tensors(lb, resolved, b))
-    if (kt.read_first) exec::write_tensor(mem, kt.info, values(size_t(kt.info.numel()), kt.arg_index + 1));
+    if (kt.read_first)
+      exec::write_tensor(mem, kt.info, exec::random_values(1, kt.arg_index, size_t(kt.info.numel())));
   double host = 0, ops_s = 0;
   for (auto _ : s) {
     const exec::ExecStats st = exec::run(lb, resolved, mem);
@@ -168,7 +158,8 @@ void BM_data(benchmark::State& s, Fixture* f) {
 
 void BM_sgemm(benchmark::State& s, Fixture* f) {
   const int M = int(f->m), K = int(f->k), N = int(f->n);
-  const auto a = values(size_t(f->batch * M * K), 1), bm = values(size_t(K) * size_t(N), 2);
+  const auto a = exec::random_values(1, 0, size_t(f->batch * M * K));
+  const auto bm = exec::random_values(1, 1, size_t(K) * size_t(N));
   std::vector<float> c(size_t(f->batch) * size_t(M) * size_t(N));
   double host = 0;
   for (auto _ : s) {
@@ -189,7 +180,8 @@ void BM_ops_matmul(benchmark::State& s, Fixture* f) {
     fmt::convert(fmt::DataFormat::IEEE_FP32, v.data(), fmt::DataFormat::SEN169_FP16, c.data(), v.size());
     return c;
   };
-  const auto a = dl16(values(size_t(B * M * K), 1)), bm = dl16(values(size_t(K * N), 2));
+  const auto a = dl16(exec::random_values(1, 0, size_t(B * M * K)));
+  const auto bm = dl16(exec::random_values(1, 1, size_t(K * N)));
   std::vector<uint16_t> c(size_t(B * M * N));
   const auto va = ops::view(a.data(), fmt::DataFormat::SEN169_FP16, {B, M, K});
   const auto vb = ops::view(bm.data(), fmt::DataFormat::SEN169_FP16, {1, K, N});
@@ -230,15 +222,10 @@ void register_all() {
 }  // namespace
 
 int sc_main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  scan();
-  register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_benchmarks(argc, argv, [] {
+    scan();
+    register_all();
+  });
 }
 
-int main(int argc, char** argv) {
-  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
-  return sc_core::sc_elab_and_sim(argc, argv);
-}
+int main(int argc, char** argv) { return bench::systemc_main(argc, argv); }

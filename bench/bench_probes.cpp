@@ -1,4 +1,3 @@
-#include <cstdlib>
 // Simulator speed per probe: simulated time divided by host time (">= 1" means the simulator keeps
 // up with the card). One card is built per process (SystemC elaborates once) and every iteration
 // runs the workload again on it, so the card's state carries over, as it does on hardware.
@@ -7,6 +6,7 @@
 #include <chrono>
 #include <memory>
 
+#include "bench_main.h"
 #include "models/card.h"
 #include "sim/engine/simulation.h"
 
@@ -112,16 +112,6 @@ BENCHMARK(BM_pt_tile)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-int sc_main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int sc_main(int argc, char** argv) { return vspyre::bench::run_benchmarks(argc, argv); }
 
-// SystemC prints a banner on stdout when its kernel starts, which would corrupt --json output;
-// our own main() switches it off before handing over to SystemC, which then calls sc_main.
-int main(int argc, char** argv) {
-  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
-  return sc_core::sc_elab_and_sim(argc, argv);
-}
+int main(int argc, char** argv) { return vspyre::bench::systemc_main(argc, argv); }

@@ -259,21 +259,6 @@ int cmd_probe(Args a) {
 
 // ---- vspyre run, data on --------------------------------------------------------------------
 
-// Deterministic inputs: splitmix64 over (seed, argument, element), uniform in [-1, 1).
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-std::vector<float> random_values(uint64_t seed, size_t arg, size_t n) {
-  std::vector<float> v(n);
-  const uint64_t s = splitmix64(seed ^ splitmix64(0x5eed0000ull + arg));
-  for (size_t i = 0; i < n; ++i) v[i] = float(double(splitmix64(s + i) >> 11) * 0x1.0p-52 - 1.0);
-  return v;
-}
-
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? "," : "") + std::to_string(s[i]);
@@ -331,7 +316,7 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
           v = std::move(arr.values);
           e["source"] = g->second;
         } else {
-          v = random_values(a.seed, kt.arg_index, size_t(kt.info.numel()));
+          v = exec::random_values(a.seed, kt.arg_index, size_t(kt.info.numel()));
           e["source"] = "random";
         }
         exec::write_tensor(mem, kt.info, v);

@@ -121,6 +121,24 @@ void write_tensor(Memory& mem, const TensorInfo& info, std::span<const float> va
   write_tensor_raw(mem, info, raw);
 }
 
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::vector<float> random_values(uint64_t seed, size_t arg, size_t n) {
+  std::vector<float> v(n);
+  const uint64_t s = splitmix64(seed ^ splitmix64(0x5eed0000ull + arg));
+  for (size_t i = 0; i < n; ++i) v[i] = float(double(splitmix64(s + i) >> 11) * 0x1.0p-52 - 1.0);
+  return v;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Kernel arguments
 // ---------------------------------------------------------------------------------------------

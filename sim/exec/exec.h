@@ -101,6 +101,12 @@ void write_tensor(Memory& mem, const TensorInfo& info, std::span<const float> va
 std::vector<uint8_t> read_tensor_raw(Memory& mem, const TensorInfo& info);
 void write_tensor_raw(Memory& mem, const TensorInfo& info, std::span<const uint8_t> elements);
 
+// Deterministic kernel inputs, what `vspyre run --seed SEED` writes to argument `arg` when no
+// --input names it: n values uniform in [-1, 1) from splitmix64 over (seed, arg, element). The
+// same (seed, arg, n) gives the same values bit for bit in every build; users rely on that, so
+// the algorithm must not change. The benches and the tests draw their inputs from it too.
+std::vector<float> random_values(uint64_t seed, size_t arg, size_t n);
+
 struct ExecOptions {
   fmt::ConvertRules rules{};          // rounding/saturation for every store
   uint64_t lx_bytes = 2ull << 20;     // per-core LX scratch size

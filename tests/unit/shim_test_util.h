@@ -3,7 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <memory>
 #include <vector>
@@ -31,6 +33,58 @@ inline flex::AllocationDirective tensor_directive() {
   return flex::AllocationDirective(flex::PlacementPolicy::Bind, {0}, std::nullopt,
                                    flex::MemoryType::Tensor);
 }
+
+// Stream priorities alternating NORMAL, HIGH, NORMAL, ... by index.
+inline flex::RuntimeStreamPriority alternating_priority(int k) {
+  return k % 2 ? flex::RuntimeStreamPriority::HIGH : flex::RuntimeStreamPriority::NORMAL;
+}
+
+// `n` new streams of alternating priority, each with its own tensor allocation of `bytes`.
+struct StreamsWithBuffers {
+  std::vector<flex::RuntimeStream*> streams;
+  std::vector<flex::CompositeAddress> bufs;
+};
+inline StreamsWithBuffers streams_with_buffers(flex::RuntimeContext& ctx, int n, uint64_t bytes) {
+  StreamsWithBuffers r;
+  for (int k = 0; k < n; ++k) {
+    r.streams.push_back(ctx.createStream(alternating_priority(k)));
+    r.bufs.push_back(ctx.getAllocator()->allocate(bytes, tensor_directive()));
+  }
+  return r;
+}
+
+// A SparseBackend whose first write (while hold_first) waits at a gate until release();
+// wait_first() returns once that write has arrived. on_write() sees every write, under the lock.
+class GateBackend : public vspyre::shim::SparseBackend {
+ public:
+  void write(uint64_t dmva, const void* src, size_t n) override {
+    {
+      std::unique_lock<std::mutex> lk(m);
+      if (hold_first && !first_seen) {
+        first_seen = true;
+        cv.notify_all();
+        cv.wait(lk, [&] { return released; });
+      }
+      on_write(src, n);
+    }
+    SparseBackend::write(dmva, src, n);
+  }
+  void wait_first() {
+    std::unique_lock<std::mutex> lk(m);
+    cv.wait(lk, [&] { return first_seen; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lk(m);
+    released = true;
+    cv.notify_all();
+  }
+  std::mutex m;
+  std::condition_variable cv;
+  bool hold_first = true, first_seen = false, released = false;
+
+ protected:
+  virtual void on_write(const void* /*src*/, size_t /*n*/) {}
+};
 
 // A host tensor view and the device layout it maps to.
 struct Transfer {

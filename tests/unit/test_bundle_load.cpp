@@ -6,6 +6,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "bundle_test_util.h"
 #include "sim/bundle/bundle.h"
 
 namespace fs = std::filesystem;
@@ -13,18 +14,7 @@ using namespace vspyre::bundle;
 
 namespace {
 
-const fs::path k_data = fs::path(VSPYRE_SHARED_DIR) / "spyre" / "data";
-
-#if defined(SKIP)
-#define BUNDLE_REQUIRE_DATA() \
-  if (!fs::is_directory(k_data)) SKIP("spyre data folder absent: " << k_data.string())
-#else
-#define BUNDLE_REQUIRE_DATA()                                             \
-  if (!fs::is_directory(k_data)) {                                        \
-    WARN("skipped: spyre data folder absent: " << k_data.string());       \
-    return;                                                               \
-  }
-#endif
+using bundle_test::k_data;
 
 // A bundle directory assembled in a temp dir from the shared spyrecli_<kernel>_* files; removed
 // on destruction. The shared data is never copied into the repository.

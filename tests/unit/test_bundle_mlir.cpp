@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <string>
 
+#include "bundle_test_util.h"
 #include "sim/bundle/bundle.h"
 
 namespace fs = std::filesystem;
@@ -10,19 +11,7 @@ using namespace vspyre::bundle;
 
 namespace {
 
-const fs::path k_data = fs::path(VSPYRE_SHARED_DIR) / "spyre" / "data";
-
-// Works on Catch2 2.x (no SKIP) and 3.x.
-#if defined(SKIP)
-#define BUNDLE_REQUIRE_DATA() \
-  if (!fs::is_directory(k_data)) SKIP("spyre data folder absent: " << k_data.string())
-#else
-#define BUNDLE_REQUIRE_DATA()                                             \
-  if (!fs::is_directory(k_data)) {                                        \
-    WARN("skipped: spyre data folder absent: " << k_data.string());       \
-    return;                                                               \
-  }
-#endif
+using bundle_test::k_data;
 
 Bundle parse_file(const std::string& name) {
   return parse_bundle_mlir(read_text_file(k_data / name, name), name);

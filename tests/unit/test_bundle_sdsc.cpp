@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bundle_test_util.h"
 #include "sim/bundle/bundle.h"
 
 namespace fs = std::filesystem;
@@ -14,18 +15,7 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-const fs::path k_data = fs::path(VSPYRE_SHARED_DIR) / "spyre" / "data";
-
-#if defined(SKIP)
-#define BUNDLE_REQUIRE_DATA() \
-  if (!fs::is_directory(k_data)) SKIP("spyre data folder absent: " << k_data.string())
-#else
-#define BUNDLE_REQUIRE_DATA()                                             \
-  if (!fs::is_directory(k_data)) {                                        \
-    WARN("skipped: spyre data folder absent: " << k_data.string());       \
-    return;                                                               \
-  }
-#endif
+using bundle_test::k_data;
 
 std::string text_of(const std::string& name) { return read_text_file(k_data / name, name); }
 

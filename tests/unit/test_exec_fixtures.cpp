@@ -138,18 +138,6 @@ std::vector<float> get(exec::Memory& mem, const Addressing& a) {
   return v;
 }
 
-std::vector<float> random_values(uint64_t seed, size_t n) {
-  std::vector<float> v(n);
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (auto& f : v) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    f = float(double(x >> 11) * 0x1.0p-53 * 4.0 - 2.0);  // [-2, 2)
-  }
-  return v;
-}
-
 struct Outcome {
   int checked = 0, passed = 0;
   std::string report;
@@ -182,7 +170,8 @@ Outcome check(const bundle::LoadedBundle& truth, const bundle::LoadedBundle& dev
       ++n_in;
       auto g = given.find(kt.arg_index);
       put(mem, addr.at(kt.arg_index),
-          g != given.end() ? g->second : random_values(seed + kt.arg_index, size_t(kt.info.numel())));
+          g != given.end() ? g->second
+                           : exec::random_values(seed, kt.arg_index, size_t(kt.info.numel())));
     }
     if (kt.written) ++n_out;
   }
@@ -385,7 +374,8 @@ double relative_to_result(const std::vector<float>& d, const exec::RefTensor& r)
 
 // add3 = (a+b)+c inputs where c nearly cancels a+b: a+b is rounded at ~1.25, the result is ~0.01.
 Inputs cancelling_add3(size_t n) {
-  const auto ra = random_values(101, n), rb = random_values(102, n), rc = random_values(103, n);
+  const auto ra = exec::random_values(101, 0, n), rb = exec::random_values(101, 1, n),
+             rc = exec::random_values(101, 2, n);
   Inputs in;
   auto& a = in[0];
   auto& b = in[1];
@@ -394,9 +384,9 @@ Inputs cancelling_add3(size_t n) {
   b.resize(n);
   c.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    a[i] = 0.75f + 0.1f * ra[i];
-    b[i] = 0.5f + 0.1f * rb[i];
-    c[i] = -(a[i] + b[i]) + 0.005f * rc[i];
+    a[i] = 0.75f + 0.2f * ra[i];  // ra, rb, rc in [-1, 1)
+    b[i] = 0.5f + 0.2f * rb[i];
+    c[i] = -(a[i] + b[i]) + 0.01f * rc[i];
   }
   return in;
 }

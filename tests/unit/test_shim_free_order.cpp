@@ -12,34 +12,6 @@ using namespace shimtest;
 
 namespace {
 
-// Holds the first write at a gate until release().
-class GateBackend : public vspyre::shim::SparseBackend {
- public:
-  void write(uint64_t dmva, const void* src, size_t n) override {
-    {
-      std::unique_lock<std::mutex> lk(m);
-      if (!first_seen) {
-        first_seen = true;
-        cv.notify_all();
-        cv.wait(lk, [&] { return released; });
-      }
-    }
-    SparseBackend::write(dmva, src, n);
-  }
-  void wait_first() {
-    std::unique_lock<std::mutex> lk(m);
-    cv.wait(lk, [&] { return first_seen; });
-  }
-  void release() {
-    std::lock_guard<std::mutex> lk(m);
-    released = true;
-    cv.notify_all();
-  }
-  std::mutex m;
-  std::condition_variable cv;
-  bool first_seen = false, released = false;
-};
-
 std::shared_ptr<flex::RuntimeContext> gated_context(std::shared_ptr<GateBackend> be,
                                                     uint64_t capacity = uint64_t{1} << 30) {
   vspyre::shim::ContextOptions o;

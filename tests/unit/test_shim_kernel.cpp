@@ -511,12 +511,7 @@ TEST_CASE("shim: host threads share the card: 8 threads x 4 streams x 200 transf
   std::vector<std::thread> ts;
   for (int t = 0; t < kThreads; ++t)
     ts.emplace_back([&, t] {
-      std::vector<flex::RuntimeStream*> mine;
-      std::vector<flex::CompositeAddress> bufs;
-      for (int k = 0; k < kStreams; ++k) {
-        mine.push_back(ctx->createStream(k % 2 ? flex::RuntimeStreamPriority::HIGH : flex::RuntimeStreamPriority::NORMAL));
-        bufs.push_back(ctx->getAllocator()->allocate(kBytes, tensor_directive()));
-      }
+      auto [mine, bufs] = streams_with_buffers(*ctx, kStreams, kBytes);
       std::vector<std::vector<uint8_t>> in(kStreams, std::vector<uint8_t>(kBytes)), out = in;
       for (int i = 0; i < kOps; ++i) {
         const int k = i % kStreams;

@@ -12,35 +12,16 @@ using namespace shimtest;
 namespace {
 
 // Records the order in which 8-byte tags are written; the first write can be held at a gate.
-class RecordingBackend : public vspyre::shim::SparseBackend {
+class RecordingBackend : public GateBackend {
  public:
-  void write(uint64_t dmva, const void* src, size_t n) override {
-    {
-      std::unique_lock<std::mutex> lk(m);
-      if (hold_first && !first_seen) {
-        first_seen = true;
-        cv.notify_all();
-        cv.wait(lk, [&] { return released; });
-      }
-      uint64_t tag = 0;
-      std::memcpy(&tag, src, std::min<size_t>(8, n));
-      order.push_back(tag);
-    }
-    SparseBackend::write(dmva, src, n);
+  std::vector<uint64_t> order;  // guarded by m
+
+ protected:
+  void on_write(const void* src, size_t n) override {
+    uint64_t tag = 0;
+    std::memcpy(&tag, src, std::min<size_t>(8, n));
+    order.push_back(tag);
   }
-  void wait_first() {
-    std::unique_lock<std::mutex> lk(m);
-    cv.wait(lk, [&] { return first_seen; });
-  }
-  void release() {
-    std::lock_guard<std::mutex> lk(m);
-    released = true;
-    cv.notify_all();
-  }
-  std::mutex m;
-  std::condition_variable cv;
-  bool hold_first = true, first_seen = false, released = false;
-  std::vector<uint64_t> order;
 };
 
 void h2d_tag(flex::RuntimeStream* s, const flex::CompositeAddress& a, uint64_t tag) {
@@ -75,7 +56,7 @@ TEST_CASE("shim: the default stream and created streams are distinct handles") {
   CHECK(d->id() == 0);
   std::vector<flex::RuntimeStream*> all{d};
   for (int i = 0; i < 1 + 32 + 32 + 8; ++i)  // torch-spyre's pools at most
-    all.push_back(ctx->createStream(i % 2 ? flex::RuntimeStreamPriority::HIGH : flex::RuntimeStreamPriority::NORMAL));
+    all.push_back(ctx->createStream(alternating_priority(i)));
   std::sort(all.begin(), all.end());
   CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());
   CHECK(all.back()->query());
@@ -257,25 +238,19 @@ TEST_CASE("shim: Compute of a program that is not a vspyre program image fails a
 
 TEST_CASE("shim: stress 8 threads by 16 streams by 2000 ops completes every op once and in order") {
   auto ctx = make_context();
-  auto alloc = ctx->getAllocator();
   static constexpr int kThreads = 8, kStreams = 16, kOps = 2000;
   // Per-thread private streams plus sixteen streams shared by all threads.
   std::vector<flex::RuntimeStream*> shared;
   for (int i = 0; i < kStreams; ++i)
-    shared.push_back(ctx->createStream(i % 2 ? flex::RuntimeStreamPriority::HIGH : flex::RuntimeStreamPriority::NORMAL));
+    shared.push_back(ctx->createStream(alternating_priority(i)));
   std::mutex rec_m;
   std::vector<std::vector<int>> shared_log(kThreads * kStreams);  // (thread, shared stream) -> seqs
   std::atomic<int> failures{0};
   std::vector<std::thread> ts;
   for (int t = 0; t < kThreads; ++t)
     ts.emplace_back([&, t] {
-      std::vector<flex::RuntimeStream*> mine;
-      std::vector<flex::CompositeAddress> bufs;
+      auto [mine, bufs] = streams_with_buffers(*ctx, kStreams, 128);
       std::vector<std::vector<int>> log(kStreams);
-      for (int k = 0; k < kStreams; ++k) {
-        mine.push_back(ctx->createStream(k % 2 ? flex::RuntimeStreamPriority::HIGH : flex::RuntimeStreamPriority::NORMAL));
-        bufs.push_back(alloc->allocate(128, tensor_directive()));
-      }
       for (int i = 0; i < kOps; ++i)
         for (int k = 0; k < kStreams; ++k) {
           uint64_t v = (uint64_t(t) << 32) | uint64_t(i);
