@@ -76,6 +76,7 @@ class Core : public Component {
   uint32_t pt_rows() const { return m_pt_rows; }
   uint32_t corelets() const { return m_corelets; }
   bool dma_flow() const { return m_dma_flow; }  // DMA operations go to memory as streams
+  uint64_t dma_request_bytes() const { return m_dma_request; }
 
   uint64_t lx_size() const { return m_lx_size; }
   uint64_t lx_usable() const { return m_lx_size - m_lx_reserved; }

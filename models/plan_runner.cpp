@@ -15,6 +15,7 @@ plan::CardParams plan_card_params(Card& card) {
     p.lx_usable = card.core(0).lx_usable();
     p.pt_rows = card.core(0).pt_rows();
     p.corelets = card.core(0).corelets();
+    p.dma_request_bytes = card.core(0).dma_request_bytes();
   }
   p.stick_bytes = static_cast<uint32_t>(kStickBytes);
   p.launch_overhead_ps = card.launch_overhead_ps();

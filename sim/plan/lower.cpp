@@ -497,6 +497,27 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   };
   // Loop order: the innermost tile loop is the dimension the largest operands do not depend on,
   // so that they stay in LX across it and are not read again.
+  // The shortest contiguous run any streamed tensor's block has with the current tiling (as
+  // make_block forms it: whole inner dims, then the first cut one).
+  auto min_run = [&]() {
+    uint64_t best = UINT64_MAX;
+    for (const auto& t : ts) {
+      if (t.alloc < 0 || !streamed(t)) continue;
+      uint64_t run = SB;
+      size_t i = 0;
+      auto cnt_of = [&](size_t k) {
+        const DimTile* dt = t.reduced[k] ? nullptr : tile_of(t.dims[k]);
+        uint64_t ext = dt ? std::min(dt->tile, dt->max_ext) : 0;
+        if (!dt)
+          for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[k]));
+        return units(t, k, ext);
+      };
+      while (i < t.dims.size() && cnt_of(i) == t.full[i]) run *= cnt_of(i++);
+      if (i < t.dims.size()) run *= cnt_of(i);
+      best = std::min(best, run);
+    }
+    return best;
+  };
   {
     std::map<std::string, uint64_t> lacking;
     for (const auto& dt : tiles)
@@ -545,7 +566,14 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       if ((fits(n) && n.buffers <= m_card.tile_target_bytes) || tiles[best_dim].tile <= tiles[best_dim].gran) break;
       halve(tiles[best_dim]);
     }
-  } else if (!tiles.empty()) {
+  }
+  // A one-dimension cut whose runs are shorter than a DMA request (a stick-tiled tensor cut
+  // across its stick columns: one core's 4096x4096 add took 256 B runs) is replaced by the
+  // several-dimension search below when that finds tiles with runs of a whole request.
+  const bool short_runs = best_dim >= 0 && tiles.size() > 1 && min_run() < m_card.dma_request_bytes;
+  std::vector<uint64_t> single_dim;
+  for (const auto& dt : tiles) single_dim.push_back(dt.tile);
+  if ((best_dim < 0 || short_runs) && !tiles.empty()) {
     // Several dimensions must be cut. Search the tile sizes (powers of two times the granule)
     // for the least device-memory traffic that fits LX double-buffered (or at least single):
     // with the loops in `tiles` order, a tensor is loaded again whenever a loop over one of its
@@ -573,25 +601,37 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     std::vector<uint64_t> best(tiles.size(), 0), cur(tiles.size(), 0);
     double best_cost = -1;
     uint64_t best_count = 0;
-    bool best_dbl = false;
+    bool best_dbl = false, best_long = false;
+    uint64_t best_run = 0;
     std::vector<size_t> pick(tiles.size(), 0);
     for (;;) {
       for (size_t j = 0; j < tiles.size(); ++j) tiles[j].tile = options[j][pick[j]];
       const Need nn = need();
       const bool single = nn.resident + nn.buffers <= usable;
       const bool dbl2 = fits(nn);
-      if (single) {
+      // Replacing a one-dimension cut: only tilings as good as it on LX (double buffered) count.
+      if (single && (!short_runs || dbl2)) {
         const double cost = traffic();
         uint64_t count = 1;
         for (const auto& dt : tiles) count *= dt.count();
-        // Double buffering first; then the least traffic (within 1 %); then the fewest tiles,
-        // since every tile pays its own fill and drain on the PT array and its DMA setup.
+        // Runs count up to the tile target: past it a longer run saves nothing more.
+        const uint64_t run = std::min(min_run(), m_card.tile_target_bytes);
+        const bool long_runs = run >= m_card.dma_request_bytes;
+        // Double buffering first; then, when replacing a one-dimension cut for its short runs, the
+        // longest runs (each run is its own DMA requests and opens its own rows); then the least
+        // traffic (within 1 %); then the fewest tiles, since every tile pays its own fill and
+        // drain on the PT array and its DMA setup.
         const bool same_cost = best_cost >= 0 && std::abs(cost - best_cost) <= 0.01 * best_cost;
-        if (best_cost < 0 || (dbl2 && !best_dbl) ||
-            (dbl2 == best_dbl && ((!same_cost && cost < best_cost) || (same_cost && count < best_count)))) {
+        const bool better_runs = short_runs && run > best_run;
+        const bool same_runs = !short_runs || run == best_run;
+        if (best_cost < 0 || (dbl2 && !best_dbl) || (dbl2 == best_dbl && better_runs) ||
+            (dbl2 == best_dbl && same_runs &&
+             ((!same_cost && cost < best_cost) || (same_cost && count < best_count)))) {
           best_cost = cost;
           best_count = count;
           best_dbl = dbl2;
+          best_long = long_runs;
+          best_run = run;
           for (size_t j = 0; j < tiles.size(); ++j) best[j] = tiles[j].tile;
         }
       }
@@ -599,10 +639,13 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       while (j < tiles.size() && ++pick[j] == options[j].size()) pick[j++] = 0;
       if (j == tiles.size()) break;
     }
-    if (best_cost >= 0)
+    if (short_runs && !(best_cost >= 0 && best_long)) {
+      for (size_t j = 0; j < tiles.size(); ++j) tiles[j].tile = single_dim[j];  // nothing better: keep it
+    } else if (best_cost >= 0) {
       for (size_t j = 0; j < tiles.size(); ++j) tiles[j].tile = best[j];
-    else
+    } else {
       for (auto& dt : tiles) dt.tile = dt.gran;  // nothing fits: the error below names the sizes
+    }
   }
   const Need n = need();
   bool dbl = n.resident + 2 * n.buffers <= usable;

@@ -39,6 +39,9 @@ struct CardParams {
   uint32_t stick_bytes = 128;
   double launch_overhead_ps = 15e6;   // once per bundle
   uint64_t tile_target_bytes = 64ull << 10;  // streamed HBM bytes per tile above which work is tiled
+  // A DMA request's bytes: a tiling whose contiguous runs are shorter than this wastes the
+  // engine's outstanding requests (each run is its own request), so it is avoided when another fits.
+  uint64_t dma_request_bytes = 4096;
   SfpCosts sfp;
 };
 
