@@ -77,6 +77,7 @@ class Core : public Component {
   uint32_t corelets() const { return m_corelets; }
   bool dma_flow() const { return m_dma_flow; }  // DMA operations go to memory as streams
   uint64_t dma_request_bytes() const { return m_dma_request; }
+  uint32_t dma_outstanding() const { return m_dma_outstanding; }
 
   uint64_t lx_size() const { return m_lx_size; }
   uint64_t lx_usable() const { return m_lx_size - m_lx_reserved; }
@@ -98,6 +99,7 @@ class Core : public Component {
   uint32_t m_corelets, m_pt_rows, m_pt_cols, m_pt_simd, m_pt_pass_k, m_pt_overhead;
   uint32_t m_sfp_lanes, m_sfp_startup;
   uint32_t m_dma_outstanding;
+  uint32_t m_ring_outstanding;
   uint64_t m_dma_request;
   double m_dma_issue_ps;
   bool m_dma_flow = false;

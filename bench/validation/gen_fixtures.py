@@ -24,6 +24,13 @@ S6D = "measured.md section 6d (mm_family log, HieronZhang/torch-spyre haoyang_lo
 LAYOUT_TXT = {"default": "column Baseline (activation/output ['x','in','mb'] / ['x','out','mb'])",
               "batch_outer": "column Batch-outer in+out (['mb','in','x'] / ['mb','out','x'])"}
 
+S7 = ("torch-spyre cost-model measurement database (HieronZhang/torch-spyre "
+      "tools/cost_model/sweep_records.csv, log cost_model_sweep_20260807_020123.log, model b8805a0)")
+# §7 (sweep_records): add at two shapes on 1-32 cores: shape -> {cores: (log line, measured us)}
+SWEEP_ADD = {(4096, 4096): {1: (1418, 1498.853), 2: (1612, 1018.37), 4: (1806, 1045.824), 8: (1903, 968.048),
+                            16: (1515, 932.428), 32: (1709, 875.927)},
+             (2048, 8192): {1: (2195, 1465.38), 2: (2390, 1044.975), 4: (2584, 1077.859), 8: (2681, 1055.094),
+                            16: (2293, 1016.817), 32: (2487, 876.721)}}
 # §6a pointwise: op -> (opFunc, kind, {shape: measured us})
 POINTWISE = {
     "neg": ("neg", "unary", {1024: 77.97, 4096: 321.98, 16384: 1311.87}),
@@ -66,6 +73,13 @@ def fixtures():
         out.append((f"mm_2048x512x2048_c{cores}", "matmul",
                     {"batch": 0, "m": 2048, "k": 512, "n": 2048, "split": split},
                     f"{S6D}, row 2048x512x2048, {cores} cores (split m x n = {mxn}): {us} us."))
+    for (rows, cols), by_cores in SWEEP_ADD.items():
+        for cores, (line, us) in by_cores.items():
+            out.append((f"add_{rows}x{cols}_c{cores}", "binary",
+                        {"op": "add", "shape": [rows, cols], "split": "1" if cores == 1 else f"mb={cores}"},
+                        f"{S7}, record :{line}, add {rows}x{cols}, {cores} core(s), BENCH_TILES=1, "
+                        f"LX_PLANNING=1: {us} us (median of 7). The database does not give the work "
+                        f"division; the fixture splits rows."))
     out.append(("mm_2048x1024x2048_c1", "matmul",
                 {"batch": 0, "m": 2048, "k": 1024, "n": 2048, "split": "1"},
                 f"{S6D}, row 2048x1024x2048, 1 core: 4129.6 us."))

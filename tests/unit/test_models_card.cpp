@@ -232,10 +232,13 @@ TEST_CASE("calibration: all-core streaming read within 5% of 150 GB/s", "[calibr
   auto sim = make_card();
   const auto r = probe_memory(sim->top_as<Card>());
   CHECK(r["read_GBps"].get<double>() == Approx(150).epsilon(0.05));
-  // One core cannot saturate memory (measured.md 6d: 16-43 GB/s).
+  // One core cannot saturate memory, yet moves what the card's one-core add does (validation
+  // section 7: 100 MB in 1465-1499 us, 67-69 GB/s of reads and writes together; measured.md's
+  // text says 16-43 GB/s): a pure read stream from one core between 40 and 70 GB/s.
   const double one = r["per_cores"][0]["read_GBps"].get<double>();
-  CHECK(one >= 16);
-  CHECK(one <= 43);
+  CHECK(one >= 40);
+  CHECK(one <= 70);
+  CHECK(one < 0.5 * r["read_GBps"].get<double>());
 }
 
 TEST_CASE("calibration: fp16 PT tile within 5% of 1040 MAC/ns/core", "[calibration]") {
@@ -297,12 +300,10 @@ TEST_CASE("models: flow DMA: one core streams at outstanding requests per round 
   const auto r = probe_memory(card);
   // A contiguous read stream: each 4 KiB request reaches all 16 channels, and some channel opens
   // a row on every request (8 requests per 2 KiB row per channel, 16 channels), so every round
-  // trip includes an activate. 2 requests in flight.
+  // trip includes an activate. dma.outstanding requests in flight.
   const double lat = mem.request_latency_ps(4096, false, 1.0);
-  const double expect = 2 * 4096 / lat * 1e3;  // GB/s
+  const double expect = card.core(0).dma_outstanding() * 4096 / lat * 1e3;  // GB/s
   CHECK(r["per_cores"][0]["read_GBps"].get<double>() == Approx(expect).epsilon(0.03));
-  // Within the single-core range measured on the card (measured.md 6d: 16-43 GB/s), near its top.
-  CHECK(r["per_cores"][0]["read_GBps"].get<double>() <= 45);
   // Many cores: bounded by the channels' bus time less refresh, and well above one core.
   const auto& t = mem.timing();
   const double ceiling = mem.peak_bandwidth() / 1e9 * (1 - t.t_rfc / t.t_refi);
