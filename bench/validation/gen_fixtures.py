@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate the bundle fixtures that bench/validation/measured.yaml needs beyond the 15 presets.
+"""Generate the bundle fixtures that bench/validation/measured.yaml needs beyond the presets.
 
     python3 bench/validation/gen_fixtures.py            # (re)write them under tests/fixtures/bundles
     python3 bench/validation/gen_fixtures.py --list     # names, kinds and parameters
@@ -31,6 +31,36 @@ SWEEP_ADD = {(4096, 4096): {1: (1418, 1498.853), 2: (1612, 1018.37), 4: (1806, 1
                             16: (1515, 932.428), 32: (1709, 875.927)},
              (2048, 8192): {1: (2195, 1465.38), 2: (2390, 1044.975), 4: (2584, 1077.859), 8: (2681, 1055.094),
                             16: (2293, 1016.817), 32: (2487, 876.721)}}
+# §7 (sweep_records, is_current=True): add at other shapes on 32 cores: shape -> (log line, us, BENCH_TILES, LX_PLANNING).
+# 2048x1024 / 2048x4096 / 2048x16384 reuse the identical §6a fixtures add_2048x*_c32 (not rewritten here).
+SWEEP_ADD32 = {(2048, 1024): (51, 107.862, 0, 0), (8192, 1024): (246, 458.219, 0, 0),
+               (2048, 2048): (1028, 219.077, 0, 0), (8192, 2048): (1125, 913.765, 0, 0),
+               (2048, 4096): (1223, 439.586, 0, 0), (512, 4096): (2001, 109.11, 0, 0),
+               (8192, 4096): (2098, 1837.389, 0, 0), (2048, 16384): (441, 1758.992, 0, 0),
+               (512, 16384): (735, 461.307, 0, 0), (64, 16384): (832, 52.996, 0, 1),
+               (128, 16384): (344, 108.178, 0, 1), (256, 16384): (637, 284.282, 0, 1)}
+SWEEP_ADD32_REUSED = {(2048, 1024), (2048, 4096), (2048, 16384)}
+# §7 (is_current=True): amax over the last (stick) dim, keepdim, on 1-32 cores (BENCH_TILES=0, LX_PLANNING=1):
+# shape -> {cores: (log line, us)}
+SWEEP_AMAX = {(4096, 2048): {1: (13038, 971.189), 2: (13228, 521.177), 4: (13418, 268.275), 8: (13513, 217.706),
+                             16: (13133, 222.863), 32: (13323, 132.726)},
+              (8192, 2048): {1: (13703, 2374.246), 2: (13893, 1156.471), 4: (14083, 600.8), 8: (14178, 438.857),
+                             16: (13798, 439.163), 32: (13988, 283.065)},
+              (2048, 8192): {1: (14558, 1988.107), 2: (14748, 1043.5), 4: (14938, 550.327), 8: (15033, 461.491),
+                             16: (14653, 439.416), 32: (14843, 222.367)}}
+S7V2 = ("torch-spyre cost-model measurement database (HieronZhang/torch-spyre "
+        "tools/cost_model/sweep_records.csv, log v2_neg.log, model 04452bd, is_current=False)")
+# §7 (is_current=False, log v2_neg.log): neg 8192x2048 on 1-32 cores (BENCH_TILES=1, LX_PLANNING=1)
+SWEEP_NEG = {(8192, 2048): {1: (1682, 990.256), 2: (1874, 771.21), 4: (2066, 741.153), 8: (2162, 742.515),
+                            16: (1778, 740.712), 32: (1970, 652.384)}}
+S7MM = ("torch-spyre cost-model measurement database (HieronZhang/torch-spyre "
+        "tools/cost_model/sweep_records.csv, log lxsession_mmwd.log, model 38554b4, is_current=False)")
+# §7 (is_current=False, lxsession_mmwd.log): 2-D mm M=4096, K=2048, N=1024 (N from io_hbm_bytes =
+# 2(MK+KN+MN) = 29360128) on 1-32 cores: cores -> (log lines, us, -p split); two records at 8 and 32
+# cores: the median (mean of the two) is used.
+SWEEP_MM = {1: ("4852", 8012.092, "1"), 2: ("5052", 4142.32, "out=2"), 4: ("5352", 2016.489, "mb=2,out=2"),
+            8: ("5452, :5552", 1079.822, "mb=2,out=4"), 16: ("4952", 593.065, "mb=4,out=4"),
+            32: ("5152, :5252", 379.045, "mb=4,out=8")}
 # §6a pointwise: op -> (opFunc, kind, {shape: measured us})
 POINTWISE = {
     "neg": ("neg", "unary", {1024: 77.97, 4096: 321.98, 16384: 1311.87}),
@@ -80,6 +110,37 @@ def fixtures():
                         f"{S7}, record :{line}, add {rows}x{cols}, {cores} core(s), BENCH_TILES=1, "
                         f"LX_PLANNING=1: {us} us (median of 7). The database does not give the work "
                         f"division; the fixture splits rows."))
+    for (rows, cols), (line, us, tiles, lx) in SWEEP_ADD32.items():
+        if (rows, cols) in SWEEP_ADD32_REUSED:
+            continue  # the identical §6a fixture add_{rows}x{cols}_c32
+        out.append((f"add_{rows}x{cols}_c32", "binary",
+                    {"op": "add", "shape": [rows, cols], "split": "mb=32"},
+                    f"{S7}, record :{line}, add {rows}x{cols}, 32 cores, BENCH_TILES={tiles}, "
+                    f"LX_PLANNING={lx}: {us} us (median of 7). The database does not give the work "
+                    f"division; the fixture splits rows."))
+    for (rows, cols), by_cores in SWEEP_AMAX.items():
+        for cores, (line, us) in by_cores.items():
+            out.append((f"amax_{rows}x{cols}_c{cores}", "reduce",
+                        {"op": "max", "dim": 1, "shape": [rows, cols],
+                         "split": "1" if cores == 1 else f"mb={cores}"},
+                        f"{S7}, record :{line}, amax over the last dim of {rows}x{cols} (keepdim; "
+                        f"io_hbm_bytes = input + 128 B per row), {cores} core(s), BENCH_TILES=0, "
+                        f"LX_PLANNING=1: {us} us (median of 7). The database does not give the work "
+                        f"division; the fixture splits rows."))
+    for (rows, cols), by_cores in SWEEP_NEG.items():
+        for cores, (line, us) in by_cores.items():
+            out.append((f"neg_{rows}x{cols}_c{cores}", "unary",
+                        {"op": "neg", "shape": [rows, cols], "split": "1" if cores == 1 else f"mb={cores}"},
+                        f"{S7V2}, record :{line}, neg {rows}x{cols}, {cores} core(s), BENCH_TILES=1, "
+                        f"LX_PLANNING=1: {us} us (median of 7). The database does not give the work "
+                        f"division; the fixture splits rows."))
+    for cores, (lines, us, split) in SWEEP_MM.items():
+        out.append((f"mm_4096x2048x1024_c{cores}", "matmul",
+                    {"batch": 0, "m": 4096, "k": 2048, "n": 1024, "split": split},
+                    f"{S7MM}, record(s) :{lines}, mm M=4096 K=2048 N=1024 (N from io_hbm_bytes), "
+                    f"{cores} core(s): {us} us (median of 7{'; mean of the two records' if ',' in lines else ''}). "
+                    f"The database does not give the work division; the fixture splits m x n as the "
+                    f"§6d fixtures do ({split})."))
     out.append(("mm_2048x1024x2048_c1", "matmul",
                 {"batch": 0, "m": 2048, "k": 1024, "n": 2048, "split": "1"},
                 f"{S6D}, row 2048x1024x2048, 1 core: 4129.6 us."))
