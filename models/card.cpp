@@ -24,6 +24,10 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
       "transcendental", 4.0,
       {"exp, log, gelu, tanh, sigmoid, sqrt, ...", Provenance::Estimate,
        "measured.md 6a: exp/gelu take the same time as neg when HBM-bound, so only an upper bound is known"});
+  m_sfp_reduce_across_stick = sfp.get_real(
+      "reduce_across_stick", 0.0,
+      {"cycles per element of a reduction over the stick dim (a row max/sum across the lanes); 0: its op class",
+       Provenance::Estimate});
   m_cores = build_children<Core>("core", "Core", 32);
   m_launch_overhead_ps = launch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
   m_ring = build_child<Ring>("ring", "Ring");

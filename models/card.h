@@ -39,6 +39,7 @@ class Card : public Component {
   double sfp_cycles_simple() const { return m_sfp_simple; }
   double sfp_cycles_divide() const { return m_sfp_divide; }
   double sfp_cycles_transcendental() const { return m_sfp_transcendental; }
+  double sfp_cycles_reduce_across_stick() const { return m_sfp_reduce_across_stick; }
   uint64_t tile_target_bytes() const { return m_tile_target; }
 
   tlm_utils::simple_initiator_socket<Card> host_port;
@@ -49,7 +50,7 @@ class Card : public Component {
   Lpddr5* m_memory;
   PcieLink* m_host;
   double m_launch_overhead_ps = 0;
-  double m_sfp_simple = 1, m_sfp_divide = 1, m_sfp_transcendental = 1;
+  double m_sfp_simple = 1, m_sfp_divide = 1, m_sfp_transcendental = 1, m_sfp_reduce_across_stick = 0;
   uint64_t m_tile_target = 0;
   Scalar& m_runs;
   Scalar& m_run_ps;

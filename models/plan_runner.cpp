@@ -23,6 +23,7 @@ plan::CardParams plan_card_params(Card& card) {
   p.sfp.simple = card.sfp_cycles_simple();
   p.sfp.divide = card.sfp_cycles_divide();
   p.sfp.transcendental = card.sfp_cycles_transcendental();
+  p.sfp.reduce_across_stick = card.sfp_cycles_reduce_across_stick();
   return p;
 }
 

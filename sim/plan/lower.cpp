@@ -802,9 +802,18 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
             if (auto* t = find(i)) e = std::max(e, op_elems(*t, ext));
           for (uint32_t i : cop.outputs)
             if (auto* t = find(i)) e = std::max(e, op_elems(*t, ext));
+          double cpe = sfp_cycles_per_element(m_card.sfp, cop.op_func_name);
+          // Reduced across the stick (a row max/sum over the stick dim): the lanes hold one row's
+          // elements, so the reduction runs across them.
+          bool across = false;
+          for (uint32_t i : cop.outputs)
+            if (auto* t = find(i))
+              for (size_t d = 0; d < t->dims.size(); ++d)
+                if (t->reduced[d] && t->stick[d]) across = true;
+          if (across && m_card.sfp.reduce_across_stick > 0) cpe = m_card.sfp.reduce_across_stick;
           o = add(Op::SFP, cop.op_func_name, tile);
           o.first->set_elements(e);
-          o.first->set_cycles_per_element(sfp_cycles_per_element(m_card.sfp, cop.op_func_name));
+          o.first->set_cycles_per_element(cpe);
         }
         o.first->set_lx_bytes(lx);
         for (uint32_t d : in_deps) o.first->add_deps(d);

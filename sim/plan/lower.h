@@ -28,6 +28,9 @@ struct SfpCosts {
   double simple = 1.0;          // add, sub, mul, neg, max, sum, identity, relu, compares, ...
   double divide = 4.0;          // realdiv, reciprocal, ...
   double transcendental = 4.0;  // exp, log, gelu, tanh, sigmoid, sqrt, ...
+  // A reduction whose reduced dim is its output's stick dim folds each row across the lanes
+  // instead of element-wise down them: cycles per element for that (0: as its op class).
+  double reduce_across_stick = 0.0;
 };
 
 // The card as the lowering sees it.
