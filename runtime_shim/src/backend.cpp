@@ -1,4 +1,6 @@
 // Sparse host-side device memory (the data store of every backend).
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -25,6 +27,28 @@ void DeviceBackend::fill(uint64_t dmva, size_t n, const void* pattern, size_t pa
     write(dmva + done, buf.data() + phase, len);
     done += len;
   }
+}
+
+StagedBytes StagedBytes::make(uint64_t lo, uint64_t hi) {
+  StagedBytes s;
+  s.base = lo / kPageBytes * kPageBytes;
+  s.lo = lo;
+  s.hi = hi;
+  const uint64_t n = hi - s.base;
+  constexpr uint64_t kHuge = uint64_t{2} << 20;
+  if (n >= 16 * kHuge) {
+    const size_t len = n + kHuge;
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+      auto* start = reinterpret_cast<uint8_t*>(
+          (reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
+      madvise(start, n, MADV_HUGEPAGE);  // advice only: failure is harmless
+      s.mem = std::shared_ptr<uint8_t[]>(start, [p, len](uint8_t*) { munmap(p, len); });
+      return s;
+    }
+  }
+  s.mem = std::shared_ptr<uint8_t[]>(new uint8_t[n]);
+  return s;
 }
 
 void DeviceBackend::writeStaged(StagedBytes&& s) { write(s.lo, s.at(s.lo), s.size()); }

@@ -188,16 +188,19 @@ Extent src_extent(const fmt::StridedNest& n) {
 // D2H in pieces: splits each nest (device = source side, absolute offsets) along its loop of
 // largest device stride so that every piece's device extent is at most `limit` elements, as long
 // as that keeps the host writes in their order (the loop is the outermost one longer than 1) or
-// the host side is written at most once per element, and the pieces together read at most twice
-// the nest's extent. False: read the whole range at once instead.
+// the host side is written at most once per element, each nest's pieces together read at most
+// twice its extent, and all pieces at most `budget` elements. False: read the whole range at once.
 bool split_for_d2h(const std::vector<data_conversion_stride_info>& nests, int64_t limit,
-                   std::vector<fmt::StridedNest>& out) {
+                   int64_t budget, std::vector<fmt::StridedNest>& out) {
+  int64_t reads = 0;
   for (const auto& dn : nests) {
     const fmt::StridedNest n = to_nest(dn, 0, 0);
     if (std::any_of(n.size.begin(), n.size.end(), [](int64_t s) { return s == 0; })) continue;
     const Extent e = src_extent(n);
     const int64_t total = e.hi - e.lo;
     if (total <= limit) {
+      reads += total;
+      if (reads > budget) return false;
       out.push_back(n);
       continue;
     }
@@ -214,6 +217,8 @@ bool split_for_d2h(const std::vector<data_conversion_stride_info>& nests, int64_
     const int64_t b = (limit - rest) / best + 1;
     const int64_t pieces = (n.size[k] + b - 1) / b;
     if (pieces * (rest + (b - 1) * best) > 2 * total) return false;
+    reads += pieces * (rest + (b - 1) * best);
+    if (reads > budget) return false;
     for (int64_t i = 0; i < n.size[k]; i += b) {
       fmt::StridedNest p = n;
       p.size[k] = std::min(b, n.size[k] - i);
@@ -331,7 +336,8 @@ detail::Op make_dma(detail::ContextImpl& ctx, DmaParams* p, bool to_device, uint
       constexpr int64_t kPieceBytes = int64_t{4} << 20;
       std::vector<fmt::StridedNest> pieces;
       std::vector<uint8_t> buf;
-      if (split_for_d2h(nests->dcsi_, kPieceBytes * 8 / bits, pieces)) {
+      const auto whole = static_cast<int64_t>((dev_b.hi - dev_b.lo) * 8 / uint64_t(bits));
+      if (split_for_d2h(nests->dcsi_, kPieceBytes * 8 / bits, 2 * whole + 1, pieces)) {
         for (const auto& piece : pieces) {
           const ByteRange b = bytes_of(src_f, src_extent(piece));
           buf.resize(b.hi - b.lo);

@@ -57,14 +57,9 @@ struct StagedBytes {
   uint64_t base = 0;  // lo rounded down to a page: the dmva of mem[0]
   uint64_t lo = 0, hi = 0;
   std::shared_ptr<uint8_t[]> mem;  // uninitialised outside what the producer wrote
-  static StagedBytes make(uint64_t lo, uint64_t hi) {
-    StagedBytes s;
-    s.base = lo / kPageBytes * kPageBytes;
-    s.lo = lo;
-    s.hi = hi;
-    s.mem = std::shared_ptr<uint8_t[]>(new uint8_t[hi - s.base]);  // not zeroed: not touched
-    return s;
-  }
+  // Uninitialised (untouched memory costs nothing); blocks of 32 MiB and more are mapped with
+  // transparent huge pages where the kernel allows it (far fewer page faults).
+  static StagedBytes make(uint64_t lo, uint64_t hi);
   uint8_t* at(uint64_t dmva) const { return mem.get() + (dmva - base); }
   uint64_t size() const { return hi - lo; }
 };

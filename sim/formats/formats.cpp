@@ -485,8 +485,9 @@ void lookup16(const uint16_t* table, const uint16_t* s, uint16_t* d, size_t n) {
 bool convert_fused(DataFormat from, const void* src, DataFormat to, void* dst, size_t n,
                    const ConvertRules& r) {
   using D = DataFormat;
-  // Below a few thousand elements building a table costs more than it saves.
-  if (n >= 4096) {
+  // Short runs (single elements from store_element, tiny tensors) skip the table so that a
+  // process that never converts in bulk never builds one (65536 generic conversions, once).
+  if (n >= 1024) {
     if (const uint16_t* t = table16(from, to, r)) {
       lookup16(t, static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), n);
       return true;
