@@ -269,7 +269,7 @@ TEST_CASE("shim: a dense DCI H2D skips the device read-back, a partial one keeps
   auto* s = ctx->getDefaultStream();
   const size_t n = 40000;  // 80000 device bytes: crosses a 64 KiB page
   auto dev = ctx->getAllocator()->allocate(2 * n, tensor_directive());
-  std::vector<uint8_t> junk(2 * n, 0xAB);
+  std::vector<uint8_t> junk(dev.total_size(), 0xAB);
   dma(s, junk.data(), dev, true, nullptr);
   s->synchronize();
   std::vector<uint16_t> host(n);
@@ -337,7 +337,7 @@ TEST_CASE("shim: H2D pages taken over from the staging buffer stay correct under
   const size_t bytes = 5 * 65536 + 1000;
   std::optional<flex::CompositeAddress> held(alloc->allocate(bytes, tensor_directive()));
   const auto& a = *held;
-  std::vector<uint8_t> h(bytes);
+  std::vector<uint8_t> h(a.total_size());  // the raw H2D moves the whole allocation
   for (size_t i = 0; i < h.size(); ++i) h[i] = uint8_t(i * 7 + 1);
   dma(s, h.data(), a, true, nullptr);  // raw H2D: whole pages adopted
   // A second raw H2D over the middle, through a sub-view at an unaligned offset.
