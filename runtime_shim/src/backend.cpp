@@ -1,7 +1,10 @@
 // Sparse host-side device memory (the data store of every backend).
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <typeinfo>
 
 #include "kernel.h"
 #include "shim_internal.h"
@@ -23,6 +26,54 @@ void DeviceBackend::fill(uint64_t dmva, size_t n, const void* pattern, size_t pa
     const size_t len = std::min(buf.size() - phase, n - done);
     write(dmva + done, buf.data() + phase, len);
     done += len;
+  }
+}
+
+StagedBytes StagedBytes::make(uint64_t lo, uint64_t hi) {
+  StagedBytes s;
+  s.base = lo / kPageBytes * kPageBytes;
+  s.lo = lo;
+  s.hi = hi;
+  const uint64_t n = hi - s.base;
+  constexpr uint64_t kHuge = uint64_t{2} << 20;
+  if (n >= 16 * kHuge) {
+    const size_t len = n + kHuge;
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+      auto* start = reinterpret_cast<uint8_t*>(
+          (reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
+      madvise(start, n, MADV_HUGEPAGE);  // advice only: failure is harmless
+      s.mem = std::shared_ptr<uint8_t[]>(start, [p, len](uint8_t*) { munmap(p, len); });
+      return s;
+    }
+  }
+  s.mem = std::shared_ptr<uint8_t[]>(new uint8_t[n]);
+  return s;
+}
+
+void DeviceBackend::writeStaged(StagedBytes&& s) { write(s.lo, s.at(s.lo), s.size()); }
+
+static_assert(StagedBytes::kPageBytes == SparseBackend::kPageBytes);
+
+void SparseBackend::writeStaged(StagedBytes&& s) {
+  // A subclass that overrides write() (tests hook it to gate or record writes) must see this
+  // write too: only the shim's own backends take pages over.
+  if (typeid(*this) != typeid(SparseBackend) && typeid(*this) != typeid(CardBackend))
+    return DeviceBackend::writeStaged(std::move(s));
+  std::lock_guard<std::mutex> lk(mutex_);
+  uint64_t dmva = s.lo;
+  while (dmva < s.hi) {
+    const uint64_t page = dmva / kPageBytes;
+    const uint64_t off = dmva % kPageBytes;
+    const uint64_t len = std::min<uint64_t>(s.hi - dmva, kPageBytes - off);
+    auto& p = pages_[page];
+    if (len == kPageBytes) {
+      p = std::shared_ptr<uint8_t[]>(s.mem, s.at(dmva));  // aliases s.mem: keeps the block alive
+    } else {
+      if (!p) p.reset(new uint8_t[kPageBytes]());
+      std::memcpy(p.get() + off, s.at(dmva), len);
+    }
+    dmva += len;
   }
 }
 

@@ -1,5 +1,6 @@
 // H2D / D2H (raw or through a DCI with format conversion), fill, compute launches.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -12,6 +13,7 @@ namespace flex {
 namespace {
 
 namespace fmt = vspyre::fmt;
+using vspyre::shim::StagedBytes;
 
 fmt::DataFormat to_fmt(DataFormats f) { return static_cast<fmt::DataFormat>(static_cast<int32_t>(f)); }
 
@@ -121,6 +123,113 @@ fmt::StridedNest to_nest(const data_conversion_stride_info& n, int64_t src_base,
   return s;
 }
 
+// True when the nests provably write every element of the device extent e (device side given
+// by `dev_is_dst`) and e starts and ends on whole bytes: then an H2D need not read the device
+// bytes back before writing [lo, hi). Conservative: each nest's device side must be a dense box
+// (strides, sorted, 1, size0, size0*size1, ... over the loops longer than 1) and the boxes'
+// element intervals must chain without a gap across e.
+bool covers_densely(const std::vector<data_conversion_stride_info>& nests, bool dev_is_dst,
+                    int bits, const Extent& e) {
+  if ((e.lo * bits) % 8 != 0 || (e.hi * bits) % 8 != 0) return false;
+  std::vector<std::pair<int64_t, int64_t>> boxes;  // element intervals [a, b)
+  for (const auto& n : nests) {
+    std::vector<std::pair<int64_t, int64_t>> d;  // stride, size
+    bool zero = false;
+    for (size_t k = 0; k < n.size_.size(); ++k) {
+      if (n.size_[k] == 0) zero = true;
+      if (n.size_[k] > 1) d.emplace_back(dev_is_dst ? n.stride_dst_[k] : n.stride_src_[k], n.size_[k]);
+    }
+    if (zero) continue;
+    std::sort(d.begin(), d.end());
+    int64_t len = 1;
+    for (const auto& [st, sz] : d) {
+      if (st != len) return false;
+      len *= sz;
+    }
+    const int64_t a = dev_is_dst ? n.offset_dst_ : n.offset_src_;
+    boxes.emplace_back(a, a + len);
+  }
+  std::sort(boxes.begin(), boxes.end());
+  int64_t covered = e.lo;
+  for (const auto& [a, b] : boxes) {
+    if (a > covered) return false;
+    covered = std::max(covered, b);
+  }
+  return covered >= e.hi;
+}
+
+// Distinct loop indices reach distinct elements (strides sorted by magnitude, each beyond the
+// span of the finer ones). Conservative.
+bool injective(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
+  std::vector<std::pair<int64_t, int64_t>> d;
+  for (size_t k = 0; k < size.size(); ++k)
+    if (size[k] > 1) d.emplace_back(std::abs(stride[k]), size[k]);
+  std::sort(d.begin(), d.end());
+  int64_t span = 0;
+  for (const auto& [st, sz] : d) {
+    if (st <= span) return false;
+    span += (sz - 1) * st;
+  }
+  return true;
+}
+
+// Device elements one nest (absolute offsets) touches on its source side.
+Extent src_extent(const fmt::StridedNest& n) {
+  int64_t lo = n.offset_src, hi = lo;
+  for (size_t k = 0; k < n.size.size(); ++k) {
+    const int64_t span = (n.size[k] - 1) * n.stride_src[k];
+    if (span < 0) lo += span; else hi += span;
+  }
+  Extent e;
+  e.add(lo, hi + 1);
+  return e;
+}
+
+// D2H in pieces: splits each nest (device = source side, absolute offsets) along its loop of
+// largest device stride so that every piece's device extent is at most `limit` elements, as long
+// as that keeps the host writes in their order (the loop is the outermost one longer than 1) or
+// the host side is written at most once per element, each nest's pieces together read at most
+// twice its extent, and all pieces at most `budget` elements. False: read the whole range at once.
+bool split_for_d2h(const std::vector<data_conversion_stride_info>& nests, int64_t limit,
+                   int64_t budget, std::vector<fmt::StridedNest>& out) {
+  int64_t reads = 0;
+  for (const auto& dn : nests) {
+    const fmt::StridedNest n = to_nest(dn, 0, 0);
+    if (std::any_of(n.size.begin(), n.size.end(), [](int64_t s) { return s == 0; })) continue;
+    const Extent e = src_extent(n);
+    const int64_t total = e.hi - e.lo;
+    if (total <= limit) {
+      reads += total;
+      if (reads > budget) return false;
+      out.push_back(n);
+      continue;
+    }
+    size_t k = 0;
+    int64_t best = -1;
+    for (size_t j = 0; j < n.size.size(); ++j)
+      if (n.size[j] > 1 && std::abs(n.stride_src[j]) > best) best = std::abs(n.stride_src[j]), k = j;
+    if (best <= 0) return false;
+    const int64_t rest = total - (n.size[k] - 1) * best;
+    if (rest > limit) return false;
+    bool outermost = true;
+    for (size_t j = k + 1; j < n.size.size(); ++j) outermost = outermost && n.size[j] == 1;
+    if (!outermost && !injective(n.size, n.stride_dst)) return false;
+    const int64_t b = (limit - rest) / best + 1;
+    const int64_t pieces = (n.size[k] + b - 1) / b;
+    if (pieces * (rest + (b - 1) * best) > 2 * total) return false;
+    reads += pieces * (rest + (b - 1) * best);
+    if (reads > budget) return false;
+    for (int64_t i = 0; i < n.size[k]; i += b) {
+      fmt::StridedNest p = n;
+      p.size[k] = std::min(b, n.size[k] - i);
+      p.offset_src += i * n.stride_src[k];
+      p.offset_dst += i * n.stride_dst[k];
+      out.push_back(std::move(p));
+    }
+  }
+  return true;
+}
+
 uint64_t stream_key(const detail::StreamImpl* s);
 
 // Prepares one DMA: validates at launch, snapshots the H2D source, returns the operation.
@@ -142,11 +251,13 @@ detail::Op make_dma(detail::ContextImpl& ctx, DmaParams* p, bool to_device, uint
       fail(std::string(op) + ": transfer out of bounds: " + std::to_string(p->size) +
            " bytes into a " + std::to_string(dev.size) + "-byte device address");
     if (to_device) {
-      auto snap = std::make_shared<std::vector<uint8_t>>(
-          static_cast<const uint8_t*>(p->host), static_cast<const uint8_t*>(p->host) + p->size);
-      result.run = [backend, dev, snap, key] {
-        backend->write(dev.dmva, snap->data(), snap->size());
-        backend->transferTime(key, true, snap->size());
+      // The snapshot is laid out like device pages, so the backend can keep it as its memory.
+      auto snap = std::make_shared<StagedBytes>(StagedBytes::make(dev.dmva, dev.dmva + p->size));
+      if (p->size) std::memcpy(snap->at(snap->lo), p->host, p->size);
+      result.run = [backend, snap, key] {
+        const uint64_t n = snap->size();
+        if (n) backend->writeStaged(std::move(*snap));
+        backend->transferTime(key, true, n);
       };
     } else {
       result.run = [backend, dev, host = p->host, n = p->size, key] {
@@ -188,24 +299,60 @@ detail::Op make_dma(detail::ContextImpl& ctx, DmaParams* p, bool to_device, uint
   auto nests = p->dci;  // keep the DCI (shared, immutable after launch)
   if (to_device) {
     const ByteRange hb = bytes_of(src_f, se);
-    auto snap = std::make_shared<std::vector<uint8_t>>(
-        static_cast<const uint8_t*>(p->host) + hb.lo, static_cast<const uint8_t*>(p->host) + hb.hi);
-    result.run = [backend, dev, dev_b, hb, snap, nests, src_f, dst_f, key] {
-      std::vector<uint8_t> stage(dev_b.hi - dev_b.lo);
-      backend->read(dev.dmva + dev_b.lo, stage.data(), stage.size());
-      for (const auto& n : nests->dcsi_)
-        fmt::convert_nest(src_f, snap->data(), dst_f, stage.data(),
-                          to_nest(n, hb.base_elem, dev_b.base_elem));
-      backend->write(dev.dmva + dev_b.lo, stage.data(), stage.size());
-      backend->transferTime(key, true, stage.size());  // the device-format bytes cross PCIe
-    };
+    const auto* host = static_cast<const uint8_t*>(p->host);
+    auto staged = std::make_shared<StagedBytes>(
+        StagedBytes::make(dev.dmva + dev_b.lo, dev.dmva + dev_b.hi));
+    if (covers_densely(dci.dcsi_, true, dev_bits, dev_e)) {
+      // Every device byte of [lo, hi) is written: convert now, straight from the caller's buffer
+      // into the device-format snapshot (later host writes cannot leak in), and skip the
+      // read-back. The snapshot becomes the device pages.
+      uint8_t* out = staged->at(staged->lo);
+      for (const auto& n : dci.dcsi_)
+        fmt::convert_nest(src_f, host + hb.lo, dst_f, out, to_nest(n, hb.base_elem, dev_b.base_elem));
+      result.run = [backend, staged, key] {
+        const uint64_t n = staged->size();
+        backend->writeStaged(std::move(*staged));
+        backend->transferTime(key, true, n);  // the device-format bytes cross PCIe
+      };
+    } else {
+      // Bytes the DCI leaves alone keep their device contents: snapshot the host bytes now, and
+      // merge them into the device bytes read back in stream order.
+      auto snap = std::make_shared<std::vector<uint8_t>>(host + hb.lo, host + hb.hi);
+      result.run = [backend, staged, hb, snap, nests, src_f, dst_f, dev_b, key]() mutable {
+        const uint64_t n = staged->size();
+        uint8_t* out = staged->at(staged->lo);
+        backend->read(staged->lo, out, n);
+        for (const auto& nest : nests->dcsi_)
+          fmt::convert_nest(src_f, snap->data(), dst_f, out, to_nest(nest, hb.base_elem, dev_b.base_elem));
+        snap.reset();
+        backend->writeStaged(std::move(*staged));
+        backend->transferTime(key, true, n);  // the device-format bytes cross PCIe
+      };
+    }
   } else {
     result.run = [backend, dev, dev_b, host = p->host, nests, src_f, dst_f, key] {
-      std::vector<uint8_t> stage(dev_b.hi - dev_b.lo);
-      backend->read(dev.dmva + dev_b.lo, stage.data(), stage.size());
-      backend->transferTime(key, false, stage.size());
-      for (const auto& n : nests->dcsi_)
-        fmt::convert_nest(src_f, stage.data(), dst_f, host, to_nest(n, dev_b.base_elem, 0));
+      const int bits = fmt::bits_per_element(src_f);
+      // Device pieces of at most 4 MiB where the nests allow it, else the whole range at once.
+      constexpr int64_t kPieceBytes = int64_t{4} << 20;
+      std::vector<fmt::StridedNest> pieces;
+      std::vector<uint8_t> buf;
+      const auto whole = static_cast<int64_t>((dev_b.hi - dev_b.lo) * 8 / uint64_t(bits));
+      if (split_for_d2h(nests->dcsi_, kPieceBytes * 8 / bits, 2 * whole + 1, pieces)) {
+        for (const auto& piece : pieces) {
+          const ByteRange b = bytes_of(src_f, src_extent(piece));
+          buf.resize(b.hi - b.lo);
+          backend->read(dev.dmva + b.lo, buf.data(), buf.size());
+          fmt::StridedNest rel = piece;
+          rel.offset_src -= b.base_elem;
+          fmt::convert_nest(src_f, buf.data(), dst_f, host, rel);
+        }
+      } else {
+        buf.resize(dev_b.hi - dev_b.lo);
+        backend->read(dev.dmva + dev_b.lo, buf.data(), buf.size());
+        for (const auto& n : nests->dcsi_)
+          fmt::convert_nest(src_f, buf.data(), dst_f, host, to_nest(n, dev_b.base_elem, 0));
+      }
+      backend->transferTime(key, false, dev_b.hi - dev_b.lo);
     };
   }
   return result;

@@ -49,6 +49,21 @@ struct KernelReport {
 
 struct KernelCache;
 
+// Device-format bytes staged in host memory for one H2D: byte `dmva` of [lo, hi) lives at
+// at(dmva), and the block starts on a kPageBytes boundary of the device address space so that a
+// backend can take whole pages over instead of copying them (SparseBackend does).
+struct StagedBytes {
+  static constexpr uint64_t kPageBytes = 64 * 1024;
+  uint64_t base = 0;  // lo rounded down to a page: the dmva of mem[0]
+  uint64_t lo = 0, hi = 0;
+  std::shared_ptr<uint8_t[]> mem;  // uninitialised outside what the producer wrote
+  // Uninitialised (untouched memory costs nothing); blocks of 32 MiB and more are mapped with
+  // transparent huge pages where the kernel allows it (far fewer page faults).
+  static StagedBytes make(uint64_t lo, uint64_t hi);
+  uint8_t* at(uint64_t dmva) const { return mem.get() + (dmva - base); }
+  uint64_t size() const { return hi - lo; }
+};
+
 // Where device memory and kernels live. The shim only talks to the card through this: today a
 // sparse host-side store, later the SystemC card model (PCIe timing, kernel execution).
 // Implementations must be thread-safe; calls for one stream arrive in that stream's order.
@@ -58,6 +73,8 @@ class FLEX_API DeviceBackend {
   virtual ~DeviceBackend();
   virtual void write(uint64_t dmva, const void* src, size_t n) = 0;
   virtual void read(uint64_t dmva, void* dst, size_t n) = 0;
+  // write(s.lo, s.at(s.lo), s.size()), where the backend may keep s's memory instead of copying.
+  virtual void writeStaged(StagedBytes&& s);
   // Fills [dmva, dmva+n) with `pattern` repeated (byte i gets pattern[i % pattern_bytes]).
   virtual void fill(uint64_t dmva, size_t n, const void* pattern, size_t pattern_bytes);
   // The range's contents become zero (allocation and free).
@@ -81,13 +98,16 @@ class FLEX_API SparseBackend : public DeviceBackend {
   static constexpr uint64_t kPageBytes = 64 * 1024;
   void write(uint64_t dmva, const void* src, size_t n) override;
   void read(uint64_t dmva, void* dst, size_t n) override;
+  // Pages the staged block covers completely become views of its memory (no copy); the partly
+  // covered first/last pages are copied into. Subclasses other than CardBackend get write().
+  void writeStaged(StagedBytes&& s) override;
   void fill(uint64_t dmva, size_t n, const void* pattern, size_t pattern_bytes) override;
   void discard(uint64_t dmva, size_t n) override;
   size_t residentPages() const;
 
  private:
   mutable std::mutex mutex_;
-  std::map<uint64_t, std::unique_ptr<uint8_t[]>> pages_;
+  std::map<uint64_t, std::shared_ptr<uint8_t[]>> pages_;  // own memory, or a StagedBytes view
 };
 
 // The virtual card (SystemC) behind a backend: one per process, on a thread of its own.

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -419,17 +421,86 @@ void from_dl16(const uint16_t* s, S* d, size_t n, Enc enc) {
   for (size_t i = 0; i < n; ++i) d[i] = enc(dl16_decode_fast<NinfNan>(s[i]));
 }
 
+// The generic two-pass path (decode each chunk to float/double, encode it): the reference every
+// fast path must match bit for bit.
+void convert_generic_run(DataFormat from, const void* src, DataFormat to, void* dst, size_t n,
+                         const ConvertRules& r) {
+  // Chunks of 1024 keep the intermediate in L1 and byte-aligned for every packed format.
+  constexpr size_t chunk = 1024;
+  auto run = [&](auto* tmp) {
+    using T = std::remove_pointer_t<decltype(tmp)>;
+    for (size_t i = 0; i < n; i += chunk) {
+      const size_t k = std::min(chunk, n - i);
+      decode_run<T>(from, static_cast<const uint8_t*>(src) + bytes_for(from, i), tmp, k, r);
+      encode_run<T>(to, tmp, static_cast<uint8_t*>(dst) + bytes_for(to, i), k, r);
+    }
+  };
+  if (exact_in_float(from)) {
+    alignas(64) float tmp[chunk];
+    run(tmp);
+  } else {
+    alignas(64) double tmp[chunk];
+    run(tmp);
+  }
+}
+
+// 16-bit <-> 16-bit pairs (host fp16/bf16 <-> DL16): a 64 Ki-entry table per rule combination,
+// filled by the generic path itself, so a lookup is bit-identical to it by construction.
+struct Table16 {
+  std::once_flag once;
+  std::unique_ptr<uint16_t[]> v;
+};
+// Index of the table for a pair and rules; -1 when the pair has none.
+int table16_index(DataFormat from, DataFormat to, const ConvertRules& r) {
+  using D = DataFormat;
+  const auto host16 = [](D f) { return f == D::IEEE_FP16 ? 0 : f == D::BFLOAT16 ? 1 : -1; };
+  if (to == D::SEN169_FP16 && host16(from) >= 0) {
+    // Every rule that the encoder reads (saturation cannot trigger from fp16, but is keyed anyway).
+    const int rules = (r.dl16.rounding == Rounding::nearest_ties_away ? 1 : 0) |
+                      (r.dl16.saturate ? 2 : 0) | (r.dl16.keep_zero_sign ? 4 : 0);
+    return host16(from) * 8 + rules;  // 0..15
+  }
+  if (from == D::SEN169_FP16 && host16(to) >= 0)
+    return 16 + host16(to) * 2 + (r.dl16.ninf_decodes_to_nan ? 1 : 0);  // 16..19
+  return -1;
+}
+const uint16_t* table16(DataFormat from, DataFormat to, const ConvertRules& r) {
+  const int k = table16_index(from, to, r);
+  if (k < 0) return nullptr;
+  static Table16 tables[20];
+  Table16& t = tables[k];
+  std::call_once(t.once, [&] {
+    auto codes = std::make_unique<uint16_t[]>(size_t(1) << 16);
+    for (uint32_t c = 0; c < (1u << 16); ++c) codes[c] = uint16_t(c);
+    t.v = std::make_unique<uint16_t[]>(size_t(1) << 16);
+    convert_generic_run(from, codes.get(), to, t.v.get(), size_t(1) << 16, r);
+  });
+  return t.v.get();
+}
+void lookup16(const uint16_t* table, const uint16_t* s, uint16_t* d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = table[s[i]];
+}
+
 // Returns false when the pair has no fused loop.
 bool convert_fused(DataFormat from, const void* src, DataFormat to, void* dst, size_t n,
                    const ConvertRules& r) {
   using D = DataFormat;
+  // Short runs (single elements from store_element, tiny tensors) skip the table so that a
+  // process that never converts in bulk never builds one (65536 generic conversions, once).
+  if (n >= 1024) {
+    if (const uint16_t* t = table16(from, to, r)) {
+      lookup16(t, static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), n);
+      return true;
+    }
+  }
   if (to == D::SEN169_FP16) {
     uint16_t* d = static_cast<uint16_t*>(dst);
     switch (from) {
       case D::IEEE_FP32:
         return to_dl16_dispatch(static_cast<const float*>(src), d, n, [](float x) { return x; }, r.dl16);
       case D::IEEE_FP16:
-        return to_dl16_dispatch(static_cast<const uint16_t*>(src), d, n, fp16_decode_fast, r.dl16);
+        return to_dl16_dispatch(static_cast<const uint16_t*>(src), d, n,
+                                [](uint16_t c) { return fp16_decode_fast(c); }, r.dl16);
       case D::BFLOAT16:
         return to_dl16_dispatch(static_cast<const uint16_t*>(src), d, n,
                                 [](uint16_t c) { return std::bit_cast<float>(uint32_t(c) << 16); },
@@ -669,24 +740,97 @@ void convert(DataFormat from, const void* src, DataFormat to, void* dst, size_t 
   if (n == 0) return;
   if (from == to) return copy_same(from, src, dst, n);
   if (convert_fused(from, src, to, dst, n, r)) return;
-  // Chunks of 1024 keep the intermediate in L1 and byte-aligned for every packed format.
-  constexpr size_t chunk = 1024;
-  auto run = [&](auto* tmp) {
-    using T = std::remove_pointer_t<decltype(tmp)>;
-    for (size_t i = 0; i < n; i += chunk) {
-      const size_t k = std::min(chunk, n - i);
-      decode_run<T>(from, byte_at(src, bytes_for(from, i)), tmp, k, r);
-      encode_run<T>(to, tmp, byte_at(dst, bytes_for(to, i)), k, r);
-    }
-  };
-  if (exact_in_float(from)) {
-    alignas(64) float tmp[chunk];
-    run(tmp);
-  } else {
-    alignas(64) double tmp[chunk];
-    run(tmp);
+  convert_generic_run(from, src, to, dst, n, r);
+}
+
+void convert_generic(DataFormat from, const void* src, DataFormat to, void* dst, size_t n,
+                     const ConvertRules& r) {
+  require_convertible(from);
+  require_convertible(to);
+  if (n == 0) return;
+  if (from == to) return copy_same(from, src, dst, n);
+  convert_generic_run(from, src, to, dst, n, r);
+}
+
+namespace {
+
+// Strided gather/scatter of whole-byte elements (8, 16, 32 or 64 bits): one switch per run, a
+// typed loop per element.
+template <class U>
+void gather_t(const void* base, int64_t off, int64_t stride, void* out, size_t n) {
+  const uint8_t* b = static_cast<const uint8_t*>(base);
+  U* o = static_cast<U*>(out);
+  for (size_t i = 0; i < n; ++i)
+    std::memcpy(o + i, b + (off + int64_t(i) * stride) * int64_t(sizeof(U)), sizeof(U));
+}
+template <class U>
+void scatter_t(const void* in, void* base, int64_t off, int64_t stride, size_t n) {
+  uint8_t* b = static_cast<uint8_t*>(base);
+  const U* s = static_cast<const U*>(in);
+  for (size_t i = 0; i < n; ++i)
+    std::memcpy(b + (off + int64_t(i) * stride) * int64_t(sizeof(U)), s + i, sizeof(U));
+}
+template <class Fn>
+void by_size(int bytes, Fn&& fn) {
+  switch (bytes) {
+    case 1: return fn(uint8_t{});
+    case 2: return fn(uint16_t{});
+    case 4: return fn(uint32_t{});
+    default: return fn(uint64_t{});
   }
 }
+void gather(int bytes, const void* base, int64_t off, int64_t stride, void* out, size_t n) {
+  by_size(bytes, [&](auto u) { gather_t<decltype(u)>(base, off, stride, out, n); });
+}
+void scatter(int bytes, const void* in, void* base, int64_t off, int64_t stride, size_t n) {
+  by_size(bytes, [&](auto u) { scatter_t<decltype(u)>(in, base, off, stride, n); });
+}
+
+// A 2-D tile of n0 x n1 elements (loop 0 index i, loop 1 index j) held in a buffer as
+// buf[i * n1 + j] (i_major) or buf[j * n0 + i]. Each side's memory is walked with the finer of
+// its two strides innermost; the buffer is small enough for L1 either way.
+inline int64_t iabs(int64_t v) { return v < 0 ? -v : v; }
+template <class U, bool Gather>
+void tile_move(U* buf, bool i_major, void* mem, int64_t off, int64_t s0, int64_t s1, size_t n0,
+               size_t n1) {
+  uint8_t* b = static_cast<uint8_t*>(mem);
+  const int64_t sz = int64_t(sizeof(U));
+  const size_t bi = i_major ? n1 : 1, bj = i_major ? 1 : n0;  // buffer strides of i and j
+  auto move = [&](U* e, uint8_t* m) {
+    if constexpr (Gather) std::memcpy(e, m, sizeof(U));
+    else std::memcpy(m, e, sizeof(U));
+  };
+  if (iabs(s1) < iabs(s0)) {
+    for (size_t i = 0; i < n0; ++i) {
+      uint8_t* row = b + (off + int64_t(i) * s0) * sz;
+      U* e = buf + i * bi;
+      for (size_t j = 0; j < n1; ++j) move(e + j * bj, row + int64_t(j) * s1 * sz);
+    }
+  } else {
+    for (size_t j = 0; j < n1; ++j) {
+      uint8_t* col = b + (off + int64_t(j) * s1) * sz;
+      U* e = buf + j * bj;
+      for (size_t i = 0; i < n0; ++i) move(e + i * bi, col + int64_t(i) * s0 * sz);
+    }
+  }
+}
+
+// True when distinct index tuples of the loops (sizes, strides) reach distinct elements: sorted
+// by |stride|, each stride must exceed the span of all the finer dimensions. Conservative.
+bool injective(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
+  std::vector<std::pair<int64_t, int64_t>> d;  // |stride|, size
+  for (size_t k = 0; k < size.size(); ++k)
+    if (size[k] > 1) d.emplace_back(stride[k] < 0 ? -stride[k] : stride[k], size[k]);
+  std::sort(d.begin(), d.end());
+  int64_t span = 0;
+  for (const auto& [st, sz] : d) {
+    if (st <= span) return false;
+    span += (sz - 1) * st;
+  }
+  return true;
+}
+
+}  // namespace
 
 void convert_strided(DataFormat from, const void* src, int64_t src_offset, int64_t src_stride,
                      DataFormat to, void* dst, int64_t dst_offset, int64_t dst_stride, size_t n,
@@ -700,7 +844,27 @@ void convert_strided(DataFormat from, const void* src, int64_t src_offset, int64
     return convert(from, byte_at(src, size_t(src_offset * fb / 8)), to,
                    byte_at(dst, size_t(dst_offset * tb / 8)), n, r);
   }
-  // Gather codes into a dense run, convert it, scatter. 64 bits per slot covers every format.
+  if (fb >= 8 && tb >= 8) {
+    // Whole-byte elements: typed gather (skipped when the source is unit-stride), one bulk
+    // conversion per chunk, typed scatter (skipped when the destination is unit-stride).
+    const int fs = fb / 8, ts = tb / 8;
+    constexpr size_t chunk = 1024;
+    alignas(64) uint64_t in[chunk], out[chunk];
+    for (size_t i = 0; i < n; i += chunk) {
+      const size_t k = std::min(chunk, n - i);
+      const int64_t so = src_offset + int64_t(i) * src_stride;
+      const int64_t d_o = dst_offset + int64_t(i) * dst_stride;
+      const void* run_src = in;
+      if (src_stride == 1) run_src = byte_at(src, size_t(so * fs));
+      else gather(fs, src, so, src_stride, in, k);
+      void* run_dst = dst_stride == 1 ? byte_at(dst, size_t(d_o * ts)) : static_cast<void*>(out);
+      convert(from, run_src, to, run_dst, k, r);
+      if (dst_stride != 1) scatter(ts, out, dst, d_o, dst_stride, k);
+    }
+    return;
+  }
+  // Sub-byte elements: gather codes into a dense run, convert it, scatter. 64 bits per slot
+  // covers every format.
   constexpr size_t chunk = 256;
   uint64_t in[chunk], out[chunk];
   for (size_t i = 0; i < n; i += chunk) {
@@ -723,13 +887,55 @@ void convert_nest(DataFormat from, const void* src, DataFormat to, void* dst,
   }
   for (int64_t s : nest.size)
     if (s <= 0) return;
-  // Odometer over dims 1..rank-1; dim 0 (innermost) is one strided run.
+  require_convertible(from);
+  require_convertible(to);
+  const int fb = bits_per_element(from), tb = bits_per_element(to);
+  // Transposing nests (the innermost loop not unit-stride on one side) go tile by tile over
+  // loops 0 and 1, so that both sides stay in cache. Tiling reorders the writes, so only when
+  // the destination is provably written at most once per element.
+  const bool tile = rank >= 2 && fb >= 8 && tb >= 8 && nest.size[0] > 1 && nest.size[1] > 1 &&
+                    (nest.stride_src[0] != 1 || nest.stride_dst[0] != 1) &&
+                    injective(nest.size, nest.stride_dst);
+  constexpr int64_t T = 128;  // 128 x 128 elements (measured best for an fp16 transpose)
+  std::vector<uint64_t> tin, tout;
+  if (tile) {
+    tin.resize(size_t(T * T));
+    tout.resize(size_t(T * T));
+  }
+  // Odometer over dims first..rank-1; dims below `first` are one run (or tile).
+  const size_t first = tile ? 2 : 1;
   std::vector<int64_t> idx(rank, 0);
   int64_t so = nest.offset_src, d_o = nest.offset_dst;
   while (true) {
-    convert_strided(from, src, so, nest.stride_src[0], to, dst, d_o, nest.stride_dst[0],
-                    size_t(nest.size[0]), r);
-    size_t k = 1;
+    if (!tile) {
+      convert_strided(from, src, so, nest.stride_src[0], to, dst, d_o, nest.stride_dst[0],
+                      size_t(nest.size[0]), r);
+    } else {
+      const int fs = fb / 8, ts = tb / 8;
+      const int64_t ss0 = nest.stride_src[0], ss1 = nest.stride_src[1];
+      const int64_t ds0 = nest.stride_dst[0], ds1 = nest.stride_dst[1];
+      for (int64_t j0 = 0; j0 < nest.size[1]; j0 += T) {
+        const size_t n1 = size_t(std::min(T, nest.size[1] - j0));
+        for (int64_t i0 = 0; i0 < nest.size[0]; i0 += T) {
+          const size_t n0 = size_t(std::min(T, nest.size[0] - i0));
+          const int64_t s_off = so + i0 * ss0 + j0 * ss1, d_off = d_o + i0 * ds0 + j0 * ds1;
+          // The buffer follows the source's walk; the conversion is element-wise.
+          const bool i_major = iabs(ss1) < iabs(ss0);
+          by_size(fs, [&](auto u) {
+            using U = decltype(u);
+            tile_move<U, true>(reinterpret_cast<U*>(tin.data()), i_major,
+                               const_cast<void*>(src), s_off, ss0, ss1, n0, n1);
+          });
+          convert(from, tin.data(), to, tout.data(), n0 * n1, r);
+          by_size(ts, [&](auto u) {
+            using U = decltype(u);
+            tile_move<U, false>(reinterpret_cast<U*>(tout.data()), i_major, dst, d_off, ds0, ds1,
+                                n0, n1);
+          });
+        }
+      }
+    }
+    size_t k = first;
     for (; k < rank; ++k) {
       ++idx[k];
       so += nest.stride_src[k];
@@ -739,7 +945,7 @@ void convert_nest(DataFormat from, const void* src, DataFormat to, void* dst,
       d_o -= nest.stride_dst[k] * nest.size[k];
       idx[k] = 0;
     }
-    if (k == rank) return;
+    if (k >= rank) return;
   }
 }
 

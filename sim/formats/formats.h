@@ -170,6 +170,11 @@ void store_element(DataFormat f, void* base, size_t i, double v,
 void convert(DataFormat from, const void* src, DataFormat to, void* dst, size_t n,
              const ConvertRules& r = k_default_rules);
 
+// The same conversion without the fast paths (contiguous fused loops, 16-bit lookup tables):
+// the element-wise reference that tests hold every fast path to, bit for bit.
+void convert_generic(DataFormat from, const void* src, DataFormat to, void* dst, size_t n,
+                     const ConvertRules& r = k_default_rules);
+
 // Strided variant; offsets and strides are in elements of each side's own format.
 void convert_strided(DataFormat from, const void* src, int64_t src_offset, int64_t src_stride,
                      DataFormat to, void* dst, int64_t dst_offset, int64_t dst_stride,
