@@ -158,21 +158,6 @@ bool covers_densely(const std::vector<data_conversion_stride_info>& nests, bool 
   return covered >= e.hi;
 }
 
-// Distinct loop indices reach distinct elements (strides sorted by magnitude, each beyond the
-// span of the finer ones). Conservative.
-bool injective(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
-  std::vector<std::pair<int64_t, int64_t>> d;
-  for (size_t k = 0; k < size.size(); ++k)
-    if (size[k] > 1) d.emplace_back(std::abs(stride[k]), size[k]);
-  std::sort(d.begin(), d.end());
-  int64_t span = 0;
-  for (const auto& [st, sz] : d) {
-    if (st <= span) return false;
-    span += (sz - 1) * st;
-  }
-  return true;
-}
-
 // Device elements one nest (absolute offsets) touches on its source side.
 Extent src_extent(const fmt::StridedNest& n) {
   int64_t lo = n.offset_src, hi = lo;
@@ -213,7 +198,7 @@ bool split_for_d2h(const std::vector<data_conversion_stride_info>& nests, int64_
     if (rest > limit) return false;
     bool outermost = true;
     for (size_t j = k + 1; j < n.size.size(); ++j) outermost = outermost && n.size[j] == 1;
-    if (!outermost && !injective(n.size, n.stride_dst)) return false;
+    if (!outermost && !fmt::loops_injective(n.size, n.stride_dst)) return false;
     const int64_t b = (limit - rest) / best + 1;
     const int64_t pieces = (n.size[k] + b - 1) / b;
     if (pieces * (rest + (b - 1) * best) > 2 * total) return false;

@@ -815,9 +815,11 @@ void tile_move(U* buf, bool i_major, void* mem, int64_t off, int64_t s0, int64_t
   }
 }
 
+}  // namespace
+
 // True when distinct index tuples of the loops (sizes, strides) reach distinct elements: sorted
 // by |stride|, each stride must exceed the span of all the finer dimensions. Conservative.
-bool injective(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
+bool loops_injective(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
   std::vector<std::pair<int64_t, int64_t>> d;  // |stride|, size
   for (size_t k = 0; k < size.size(); ++k)
     if (size[k] > 1) d.emplace_back(stride[k] < 0 ? -stride[k] : stride[k], size[k]);
@@ -830,7 +832,6 @@ bool injective(const std::vector<int64_t>& size, const std::vector<int64_t>& str
   return true;
 }
 
-}  // namespace
 
 void convert_strided(DataFormat from, const void* src, int64_t src_offset, int64_t src_stride,
                      DataFormat to, void* dst, int64_t dst_offset, int64_t dst_stride, size_t n,
@@ -895,7 +896,7 @@ void convert_nest(DataFormat from, const void* src, DataFormat to, void* dst,
   // the destination is provably written at most once per element.
   const bool tile = rank >= 2 && fb >= 8 && tb >= 8 && nest.size[0] > 1 && nest.size[1] > 1 &&
                     (nest.stride_src[0] != 1 || nest.stride_dst[0] != 1) &&
-                    injective(nest.size, nest.stride_dst);
+                    loops_injective(nest.size, nest.stride_dst);
   constexpr int64_t T = 128;  // 128 x 128 elements (measured best for an fp16 transpose)
   std::vector<uint64_t> tin, tout;
   if (tile) {

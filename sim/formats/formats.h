@@ -180,6 +180,10 @@ void convert_strided(DataFormat from, const void* src, int64_t src_offset, int64
                      DataFormat to, void* dst, int64_t dst_offset, int64_t dst_stride,
                      size_t n, const ConvertRules& r = k_default_rules);
 
+// True when distinct index tuples of loops (sizes, element strides) reach distinct elements:
+// sorted by |stride|, each stride exceeds the span of all the finer dimensions. Conservative.
+bool loops_injective(const std::vector<int64_t>& size, const std::vector<int64_t>& stride);
+
 // One DCI loop nest (flex-api.md 5.2 data_conversion_stride_info): sizes and strides innermost
 // FIRST, all in elements of each side's format.
 struct StridedNest {
