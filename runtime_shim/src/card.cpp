@@ -12,6 +12,7 @@
 #include <deque>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -135,16 +136,22 @@ class CardService {
       dropped.swap(queue_);
     }
     cv_.notify_all();
-    for (auto& j : dropped)
-      j.cancel(std::make_exception_ptr(std::runtime_error(
-          "flex: the virtual card shut down (process exit) with this operation still queued")));
+    for (auto& j : dropped) j.cancel("flex: the virtual card shut down (process exit) with this operation still queued");
     if (thread_.joinable()) thread_.join();
   }
 
  private:
   struct Job {
     std::function<void()> run;
-    std::function<void(std::exception_ptr)> cancel;
+    std::function<void(const std::string&)> cancel;
+  };
+  // What a job hands back to its caller: a value, or the message of what it threw. No exception
+  // object crosses from the card thread to the caller's: it is rethrown there as a new one (an
+  // exception shared between threads had its message read on one while the other freed it).
+  template <class R>
+  struct Outcome {
+    std::optional<R> value;
+    std::string error;
   };
 
   CardService() {
@@ -161,24 +168,30 @@ class CardService {
 
   template <class R, class F>
   R call(F f) {
-    auto pr = std::make_shared<std::promise<R>>();
-    std::future<R> fut = pr->get_future();
+    auto pr = std::make_shared<std::promise<Outcome<R>>>();
+    std::future<Outcome<R>> fut = pr->get_future();
     Job j;
     j.run = [pr, f = std::move(f)]() mutable {
+      Outcome<R> o;
       try {
-        pr->set_value(f());
+        o.value.emplace(f());
+      } catch (const std::exception& e) {
+        o.error = e.what();
       } catch (...) {
-        pr->set_exception(std::current_exception());
+        o.error = "flex: unknown error on the virtual card's thread";
       }
+      pr->set_value(std::move(o));
     };
-    j.cancel = [pr](std::exception_ptr e) { pr->set_exception(e); };
+    j.cancel = [pr](const std::string& why) { pr->set_value(Outcome<R>{std::nullopt, why}); };
     {
       std::lock_guard<std::mutex> lk(mutex_);
       if (stopping_) throw std::runtime_error("flex: the virtual card has shut down (process exit)");
       queue_.push_back(std::move(j));
     }
     cv_.notify_one();
-    return fut.get();
+    Outcome<R> o = fut.get();
+    if (!o.value) throw std::runtime_error(o.error);
+    return std::move(*o.value);
   }
 
   void loop() {
