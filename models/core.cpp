@@ -162,24 +162,19 @@ void sync_if_ahead(double t_ps) {
 }
 }  // namespace
 
-static uint64_t dma_pieces(const CoreOp& op) {
-  uint64_t n = 1;
-  for (const DmaLevel& l : op.outer) n *= l.count;
-  return n;
+static std::string hex_addr(uint64_t a) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(a));
+  return b;
 }
 
 double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper&) {
   if (m_dma_flow) return run_dma_stream(op, is_write, t);
-  const uint64_t pieces = dma_pieces(op);
+  const uint64_t pieces = dma_repeats(op.outer);
   for (uint64_t p = 0; p < pieces; ++p) {
-    uint64_t rem = p, off = 0;
-    for (const DmaLevel& l : op.outer) {
-      off += (rem % l.count) * l.stride;
-      rem /= l.count;
-    }
     // Each piece is its own descriptor: its requests start when the previous piece is done.
     if (p > 0) sync_if_ahead(t);
-    t = run_dma_piece(op, op.addr + off, is_write, t);
+    t = run_dma_piece(op, op.addr + dma_piece_offset(op.outer, p), is_write, t);
   }
   (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * pieces);
   return t;
@@ -226,7 +221,7 @@ double Core::run_dma_piece(const CoreOp& op, uint64_t base_addr, bool is_write, 
     if (trans.is_response_error()) {
       trans.clear_extension(&ext);
       throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " at 0x" +
-                       [&] { char b[32]; std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(addr)); return std::string(b); }() +
+                       hex_addr(addr) +
                        " of " + std::to_string(len) + " B failed: " + trans.get_response_string());
     }
     const double done = base + delay.to_seconds() * 1e12;
@@ -265,12 +260,10 @@ double Core::run_dma_stream(const CoreOp& op, bool is_write, double t) {
   mem->b_transport(trans, delay);
   trans.clear_extension(&ext);
   if (trans.is_response_error()) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(op.addr));
-    throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " stream at 0x" + b + " of " +
+    throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " stream at 0x" + hex_addr(op.addr) + " of " +
                      std::to_string(op.bytes) + " B failed: " + trans.get_response_string());
   }
-  (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * dma_pieces(op));
+  (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * dma_repeats(op.outer));
   return base + delay.to_seconds() * 1e12;
 }
 

@@ -382,9 +382,7 @@ double Lpddr5::flow_place(double ready, double need, double rate) {
 
 double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double t_ps) {
   const uint64_t piece = x.stream_bytes;
-  uint64_t repeats = 1;
-  if (x.outer)
-    for (const DmaLevel& l : *x.outer) repeats *= l.count;
+  const uint64_t repeats = x.outer ? dma_repeats(*x.outer) : 1;
   const uint64_t bytes = piece * repeats;
   const uint64_t run = x.run_bytes ? x.run_bytes : piece;
   const uint64_t stride = x.run_bytes ? x.stride : piece;
@@ -394,14 +392,8 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   const uint64_t requests = runs * ((run + req - 1) / req);
   auto run_at = [&](uint64_t r, uint64_t& len) {
     const uint64_t p = r / runs_per_piece, k = r % runs_per_piece;
-    uint64_t rem = p, off = 0;
-    if (x.outer)
-      for (const DmaLevel& l : *x.outer) {
-        off += (rem % l.count) * l.stride;
-        rem /= l.count;
-      }
     len = std::min(run, piece - k * run);
-    return addr + off + k * stride;
+    return addr + (x.outer ? dma_piece_offset(*x.outer, p) : 0) + k * stride;
   };
   // Row misses. Within one contiguous run, each channel's share is one contiguous channel-local
   // range; every row-sized chunk of it is one (bank, row). Each chunk is checked against its

@@ -18,6 +18,23 @@ struct DmaLevel {
   uint64_t count = 1, stride = 0;
 };
 
+// How many pieces the outer levels repeat a transfer's pattern (1 without levels).
+inline uint64_t dma_repeats(const std::vector<DmaLevel>& outer) {
+  uint64_t n = 1;
+  for (const DmaLevel& l : outer) n *= l.count;
+  return n;
+}
+
+// Byte offset of piece `p` (first level fastest).
+inline uint64_t dma_piece_offset(const std::vector<DmaLevel>& outer, uint64_t p) {
+  uint64_t off = 0;
+  for (const DmaLevel& l : outer) {
+    off += (p % l.count) * l.stride;
+    p /= l.count;
+  }
+  return off;
+}
+
 // Who sent a transaction and, for ring transfers, where it goes.
 struct TransferExt : tlm::tlm_extension<TransferExt> {
   CoreId src{0};

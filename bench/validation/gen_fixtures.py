@@ -77,6 +77,14 @@ MM6D = {2: ("1x2", "out=2", 1038.6), 4: ("2x2", "mb=2,out=2", 514.2), 8: ("2x4",
         16: ("4x4", "mb=4,out=4", 218.5)}
 
 
+ROWS_NOTE = "The database does not give the work division; the fixture splits rows."
+
+
+def row_split(cores):
+    """gen_bundle.py's split for rows divided among `cores` (one core: no split)."""
+    return "1" if cores == 1 else f"mb={cores}"
+
+
 def fixtures():
     """[(name, kind, params, mirror)] in a fixed order; presets of gen_bundle.py are not repeated."""
     out = []
@@ -106,34 +114,30 @@ def fixtures():
     for (rows, cols), by_cores in SWEEP_ADD.items():
         for cores, (line, us) in by_cores.items():
             out.append((f"add_{rows}x{cols}_c{cores}", "binary",
-                        {"op": "add", "shape": [rows, cols], "split": "1" if cores == 1 else f"mb={cores}"},
+                        {"op": "add", "shape": [rows, cols], "split": row_split(cores)},
                         f"{S7}, record :{line}, add {rows}x{cols}, {cores} core(s), BENCH_TILES=1, "
-                        f"LX_PLANNING=1: {us} us (median of 7). The database does not give the work "
-                        f"division; the fixture splits rows."))
+                        f"LX_PLANNING=1: {us} us (median of 7). {ROWS_NOTE}"))
     for (rows, cols), (line, us, tiles, lx) in SWEEP_ADD32.items():
         if (rows, cols) in SWEEP_ADD32_REUSED:
             continue  # the identical §6a fixture add_{rows}x{cols}_c32
         out.append((f"add_{rows}x{cols}_c32", "binary",
                     {"op": "add", "shape": [rows, cols], "split": "mb=32"},
                     f"{S7}, record :{line}, add {rows}x{cols}, 32 cores, BENCH_TILES={tiles}, "
-                    f"LX_PLANNING={lx}: {us} us (median of 7). The database does not give the work "
-                    f"division; the fixture splits rows."))
+                    f"LX_PLANNING={lx}: {us} us (median of 7). {ROWS_NOTE}"))
     for (rows, cols), by_cores in SWEEP_AMAX.items():
         for cores, (line, us) in by_cores.items():
             out.append((f"amax_{rows}x{cols}_c{cores}", "reduce",
                         {"op": "max", "dim": 1, "shape": [rows, cols],
-                         "split": "1" if cores == 1 else f"mb={cores}"},
+                         "split": row_split(cores)},
                         f"{S7}, record :{line}, amax over the last dim of {rows}x{cols} (keepdim; "
                         f"io_hbm_bytes = input + 128 B per row), {cores} core(s), BENCH_TILES=0, "
-                        f"LX_PLANNING=1: {us} us (median of 7). The database does not give the work "
-                        f"division; the fixture splits rows."))
+                        f"LX_PLANNING=1: {us} us (median of 7). {ROWS_NOTE}"))
     for (rows, cols), by_cores in SWEEP_NEG.items():
         for cores, (line, us) in by_cores.items():
             out.append((f"neg_{rows}x{cols}_c{cores}", "unary",
-                        {"op": "neg", "shape": [rows, cols], "split": "1" if cores == 1 else f"mb={cores}"},
+                        {"op": "neg", "shape": [rows, cols], "split": row_split(cores)},
                         f"{S7V2}, record :{line}, neg {rows}x{cols}, {cores} core(s), BENCH_TILES=1, "
-                        f"LX_PLANNING=1: {us} us (median of 7). The database does not give the work "
-                        f"division; the fixture splits rows."))
+                        f"LX_PLANNING=1: {us} us (median of 7). {ROWS_NOTE}"))
     for cores, (lines, us, split) in SWEEP_MM.items():
         out.append((f"mm_4096x2048x1024_c{cores}", "matmul",
                     {"batch": 0, "m": 4096, "k": 2048, "n": 1024, "split": split},
