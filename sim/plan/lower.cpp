@@ -446,6 +446,18 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     }
     return b;
   };
+  // Bytes of tensor t's whole per-core share (no tiling).
+  auto core_bytes = [&](const Tensor& t) -> uint64_t {
+    uint64_t b = SB;
+    for (size_t i = 0; i < t.dims.size(); ++i) {
+      const DimTile* dt = t.reduced[i] ? nullptr : tile_of(t.dims[i]);
+      uint64_t ext = dt ? dt->max_ext : 0;
+      if (!dt)
+        for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[i]));
+      b *= units(t, i, ext);
+    }
+    return b;
+  };
   auto streamed = [&](const Tensor& t) {
     if (!t.hbm) return false;
     for (size_t i = 0; i < t.dims.size(); ++i)
@@ -499,10 +511,13 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   // so that they stay in LX across it and are not read again.
   // The shortest contiguous run any streamed tensor's block has with the current tiling (as
   // make_block forms it: whole inner dims, then the first cut one).
+  // A tensor whose whole share is smaller than one request is short DMAs however it is cut (the
+  // broadcast row of a softmax's max, a bias): it does not count, or it would veto every tiling
+  // that cuts its dims.
   auto min_run = [&]() {
     uint64_t best = UINT64_MAX;
     for (const auto& t : ts) {
-      if (t.alloc < 0 || !streamed(t)) continue;
+      if (t.alloc < 0 || !streamed(t) || core_bytes(t) < m_card.dma_request_bytes) continue;
       uint64_t run = SB;
       size_t i = 0;
       auto cnt_of = [&](size_t k) {

@@ -245,6 +245,29 @@ TEST_CASE("run: the plan round-trips through protobuf text format", "[run]") {
   CHECK_THROWS_AS(plan::from_text("stages { bogus: 1 }"), plan::LowerError);
 }
 
+TEST_CASE("run: a broadcast operand smaller than a request does not cut the big tensors into short runs", "[run]") {
+  // softmax dim 0 on one core: `sub` reads x [512,1024] and the 2 KiB row of maxima. Cut by rows,
+  // x comes in 1 KiB runs (8 sticks of one column); cut by stick columns it comes in runs of a
+  // whole request or more. The maxima's 2 KiB must not veto that (it had: 93 us for this stage).
+  RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_baseline");
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  const uint64_t request = plan_card_params(card).dma_request_bytes;
+  REQUIRE(request > 2048);
+  const plan::Plan p = lower_dir(card, k_fixtures / "softmax_512x1024_baseline");
+  int checked = 0;
+  for (const auto& st : p.stages()) {
+    if (st.name().find("sub") == std::string::npos && st.name().find("realdiv") == std::string::npos) continue;
+    for (const auto& c : st.cores())
+      for (const auto& op : c.ops())
+        if ((op.kind() == plan::Op::DMA_IN || op.kind() == plan::Op::DMA_OUT) && op.bytes() >= request) {
+          CHECK(op.run_bytes() >= request);
+          ++checked;
+        }
+  }
+  CHECK(checked > 0);
+}
+
 TEST_CASE("run: more cores are not slower for a large elementwise op", "[run]") {
   RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_baseline");
   RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_baseline_4core");
