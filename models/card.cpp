@@ -38,6 +38,7 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   // run() advances time to the last operation's end even when nothing is scheduled; that is intended.
   sc_core::sc_report_handler::set_actions(sc_core::SC_ID_NO_SC_START_ACTIVITY_, sc_core::SC_DO_NOTHING);
   m_ring->set_stations(static_cast<uint32_t>(m_cores.size()));
+  m_memory->set_requesters(static_cast<uint32_t>(m_cores.size()));
   stats().formula("cores", [this] { return static_cast<double>(m_cores.size()); }, "cores", "cores on the card");
   tlm_utils::tlm_quantumkeeper::set_global_quantum(sc_core::sc_time(ctx.sim.quantum_ps(), sc_core::SC_PS));
 }

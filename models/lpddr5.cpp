@@ -99,6 +99,37 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
     if (tracing()) ch.track = trace()->track("memory", "channel_" + std::to_string(c));
   }
   if (tracing()) m_flow_track = trace()->track("memory", "streams");
+  const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
+  m_flow = std::make_unique<BinCalendar>(m_t.bin, static_cast<double>(m_t.channels), min_free, [this](int64_t k) {
+    double cap = 0;
+    for (const Channel& ch : m_channels) cap += bin_capacity(ch, k);
+    return cap;
+  });
+  const auto ports = p.get_int(
+      "ports", 2,
+      {"ports through which the cores reach device memory, each serving a contiguous group of cores (0: none). "
+       "The memory sits at one stop of the ring: the cores on either side of it arrive over that side's link",
+       Provenance::Estimate,
+       "sweep_records.csv (torch-spyre cost model database): memory-bound kernels on 8 and 16 cores run at the same "
+       "bandwidth, on 32 about twice it"},
+      0, 64);
+  const double port_bw = p.get_bandwidth(
+      "port_bandwidth", "85GB/s",
+      {"bytes per second one port carries each way (reads to its cores, writes from them)", Provenance::Estimate,
+       "fitted: amax on 8 and 16 cores (sweep_records.csv) read at the same rate"});
+  if (ports > 0 && !(port_bw > 0))
+    throw ConfigError(SourceLoc{path()}, path() + ".port_bandwidth: must be positive when ports > 0");
+  if (ports > 0) m_port_ps_per_byte = 1e12 / port_bw;
+  m_ports.resize(static_cast<size_t>(ports));
+  for (size_t i = 0; i < m_ports.size(); ++i) {
+    StatGroup& g = stats().group("port_" + std::to_string(i));
+    for (int d = 0; d < 2; ++d) {
+      m_ports[i].dir[d] = std::make_unique<BinCalendar>(m_t.bin, 1.0, static_cast<double>(kStickBytes) * m_port_ps_per_byte,
+                                                        [this](int64_t) { return m_t.bin; });
+      m_ports[i].bytes[d] = &g.scalar(d ? "bytes_written" : "bytes_read", "B",
+                                      d ? "bytes the cores of this port wrote" : "bytes this port delivered to its cores");
+    }
+  }
   stats().formula("peak_GBps", [this] { return peak_bandwidth() / 1e9; }, "GB/s", "nominal peak bandwidth");
   stats().formula("resident_bytes", [this] { return static_cast<double>(resident_bytes()); }, "B",
                   "host memory holding written device memory");
@@ -250,7 +281,7 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
   return done;
 }
 
-double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps) {
+double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps, const TransferExt* src) {
   const double t = t_ps + m_t.t_frontend;
   // Several cores reading the same operand (a matmul's shared weight slice) within a short
   // window: the controller serves the read once and the data is delivered to every requester
@@ -264,6 +295,8 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps)
                                                 std::abs(t - it->second.issued) <= m_t.coalesce_window) {
       ++m_coalesced;
       m_bytes_coalesced += static_cast<double>(bytes);
+      // The copy rides with the first delivery (the ring carries it past every core): it does
+      // not cross the port again.
       const double finish = std::max(it->second.done, t + m_t.t_frontend);
       m_last_done.max_with(finish);
       return finish;
@@ -293,6 +326,8 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps)
       done = std::max(done, channel_access(c, segs[c].local, segs[c].bytes, is_write, t));
       segs[c] = Seg{};
     }
+  // The data also crosses the requester's port, which every core on its side shares.
+  if (Port* port = port_of(src)) done = std::max(done, cross_port(*port, is_write, bytes, t, 1.0));
   if (is_write) {
     ++m_writes;
     m_bytes_written += static_cast<double>(bytes);
@@ -323,61 +358,28 @@ double Lpddr5::request_latency_ps(uint64_t bytes, bool is_write, double miss) co
   return 2 * m_t.t_frontend + (is_write ? m_t.t_wl : m_t.t_rl) + miss * miss_cost + per_channel * m_t.ps_per_byte;
 }
 
-void Lpddr5::flow_prune() {
-  // Bins that ended before the current simulated time can take no more work: forget them.
+void Lpddr5::prune_calendars() {
+  // Bins that ended before the current simulated time can take no more work: forget them. A
+  // card whose first transfer comes late (the shim's card runs for hours) does not build its
+  // calendars from time zero.
   const auto now_bin =
       static_cast<int64_t>(std::floor(sc_core::sc_time_stamp().to_seconds() * 1e12 / m_t.bin)) - 1;
-  while (!m_flow.empty() && m_flow_first < now_bin) {
-    m_flow.pop_front();
-    ++m_flow_first;
-  }
-  if (m_flow.empty()) m_flow_first = std::max(m_flow_first, now_bin);
-  m_flow_open_from = std::max(m_flow_open_from, m_flow_first);
+  m_flow->prune_before(now_bin);
+  for (Port& p : m_ports)
+    for (auto& d : p.dir) d->prune_before(now_bin);
 }
 
-Lpddr5::FlowBin& Lpddr5::flow_bin(int64_t& index) {
-  // flow_prune() has moved the first bin up to the current time, so a card whose first stream
-  // comes late (the shim's card runs for hours) does not build the calendar from time zero.
-  if (index < m_flow_first) index = m_flow_first;
-  while (index >= m_flow_first + static_cast<int64_t>(m_flow.size())) {
-    const int64_t k = m_flow_first + static_cast<int64_t>(m_flow.size());
-    double cap = 0;
-    for (const Channel& ch : m_channels) cap += bin_capacity(ch, k);
-    m_flow.push_back(FlowBin{cap, cap});
-  }
-  return m_flow[static_cast<size_t>(index - m_flow_first)];
+double Lpddr5::cross_port(Port& port, bool is_write, uint64_t bytes, double t_ps, double rate) {
+  prune_calendars();
+  *port.bytes[is_write ? 1 : 0] += static_cast<double>(bytes);
+  return port.dir[is_write ? 1 : 0]->place(t_ps, static_cast<double>(bytes) * m_port_ps_per_byte, rate);
 }
 
-double Lpddr5::flow_place(double ready, double need, double rate) {
-  // As place(), on the device-wide calendar, and never faster than `rate` (bus ps per ps): the
-  // stream takes its share of each bin's time after `ready`, as far as the bin has any left.
-  const double width = static_cast<double>(m_t.channels);
-  rate = std::min(rate, width);
-  const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
-  flow_prune();
-  double left = need;
-  auto idx = static_cast<int64_t>(std::floor(ready / m_t.bin));
-  // Every bin before m_flow_open_from is full: start there at the earliest.
-  for (idx = std::max(idx, m_flow_open_from);; ++idx) {
-    FlowBin& b = flow_bin(idx);
-    if (b.free < min_free) {
-      if (idx == m_flow_open_from) ++m_flow_open_from;
-      continue;
-    }
-    const double lo = static_cast<double>(idx) * m_t.bin;
-    const double start = std::max(lo, ready);
-    const double usable = std::min(b.free, (lo + m_t.bin - start) * rate);
-    if (usable <= 0) continue;
-    const double take = std::min(usable, left);
-    b.free -= take;
-    left -= take;
-    if (b.free < min_free && idx == m_flow_open_from) ++m_flow_open_from;
-    if (left <= 1e-9) {
-      // Ends where the bin's work reaches on all channels, and no sooner than its own rate allows.
-      const double end = std::max(lo + (b.cap - b.free) / width, start + take / rate);
-      return std::max(end, ready + need / rate);
-    }
-  }
+Lpddr5::Port* Lpddr5::port_of(const TransferExt* x) {
+  if (!x || m_ports.empty()) return nullptr;
+  const uint32_t n = std::max<uint32_t>(m_requesters, 1);
+  const uint32_t c = std::min(idx(x->src), n - 1);
+  return &m_ports[static_cast<size_t>(static_cast<uint64_t>(c) * m_ports.size() / n)];
 }
 
 double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double t_ps) {
@@ -496,7 +498,8 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
                                                   it->second.bytes == bytes && it->second.run == run &&
                                                   it->second.stride == stride &&
                                                   std::abs(t - it->second.issued) <= m_t.coalesce_window) {
-      // Read with an identical stream in flight: delivered with it, at this requester's pace.
+      // Read with an identical stream in flight: delivered with it (not across the port again),
+      // at this requester's pace.
       finish = std::max(it->second.done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
       ++m_coalesced;
       m_bytes_coalesced += static_cast<double>(bytes);
@@ -504,7 +507,14 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     }
   }
   if (!served) {
-    const double end = flow_place(ready, need, rate_bus);
+    // The stream also crosses its port; it is done when both have carried it. (Slowing its bus
+    // share to the port's pace instead spreads every stream thin over the bus calendar and
+    // serialises them: all 32 cores' amax took 182 us behind one 170 GB/s port, against 128 us
+    // without a port and 131 us as here.)
+    double port_end = 0;
+    if (Port* port = port_of(&x)) port_end = cross_port(*port, is_write, bytes, t, rate_bytes * m_port_ps_per_byte);
+    prune_calendars();
+    const double end = std::max(m_flow->place(ready, need, rate_bus), port_end);
     finish = end + m_t.t_frontend;
     m_row_misses += n_miss;
     m_row_hits += std::max(0.0, n_pieces - n_miss);
@@ -548,7 +558,7 @@ void Lpddr5::b_transport(int, tlm::tlm_generic_payload& trans, sc_core::sc_time&
     trans.set_response_status(tlm::TLM_OK_RESPONSE);
     return;
   }
-  const double done = access(addr, len, wr, now);
+  const double done = access(addr, len, wr, now, trans.get_extension<TransferExt>());
   if (uint8_t* p = trans.get_data_ptr()) {
     if (wr) write_data(addr, p, len);
     else read_data(addr, p, len);

@@ -17,6 +17,7 @@
 
 #include <tlm_utils/multi_passthrough_target_socket.h>
 
+#include "models/calendar.h"
 #include "models/transfer.h"
 #include "sim/engine/component.h"
 
@@ -53,7 +54,8 @@ class Lpddr5 : public Component {
 
   // The timing core, usable without SystemC: when the last byte of [addr, addr+bytes) has moved
   // for a request arriving at t_ps. Advances the channel and bank state.
-  double access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps);
+  // `src`: who asks (its port, see set_requesters); null: no port is crossed.
+  double access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps, const TransferExt* src = nullptr);
 
   // Flow mode: a whole DMA operation (`x.stream`) arriving at t_ps, placed on the calendar of the
   // whole device as one stream at the rate its requester sustains; returns when its last byte has
@@ -63,6 +65,13 @@ class Lpddr5 : public Component {
   // Unloaded round trip of one request of `bytes` (front end both ways, command, data) when a
   // fraction `miss` of requests opens a row.
   double request_latency_ps(uint64_t bytes, bool is_write, double miss) const;
+
+  // The card's core count: cores reach memory through `ports` ports, contiguous groups of
+  // requesters each (the memory sits at one stop of the ring, so the cores on either side of it
+  // arrive over that side's link). Called by the card before simulation starts.
+  void set_requesters(uint32_t n) { m_requesters = n; }
+  uint32_t ports() const { return static_cast<uint32_t>(m_ports.size()); }
+  double port_bandwidth() const { return m_port_ps_per_byte > 0 ? 1e12 / m_port_ps_per_byte : 0.0; }
 
   const Lpddr5Timing& timing() const { return m_t; }
   uint64_t capacity() const { return m_capacity; }
@@ -111,19 +120,26 @@ class Lpddr5 : public Component {
   int64_t first_open(Channel& ch, int64_t index);
   double place(Channel& ch, double ready, double need, uint64_t bytes, bool is_write);
 
-  // Flow mode: one calendar for the whole device (capacity: every channel's bus time in the bin),
-  // bins kept from the current simulated time on, since a stream can reach far ahead of it.
-  struct FlowBin {
-    double cap = 0, free = 0;
+  // Flow mode: one calendar for the whole device (capacity: every channel's bus time in the bin,
+  // `channels` wide), bins kept from the current simulated time on, since a stream can reach far
+  // ahead of it.
+  std::unique_ptr<BinCalendar> m_flow;
+  // The ports through which the cores reach device memory (see set_requesters): per port, a
+  // calendar for each direction.
+  struct Port {
+    std::unique_ptr<BinCalendar> dir[2];  // read (data to the cores), write
+    Scalar* bytes[2] = {nullptr, nullptr};
   };
-  FlowBin& flow_bin(int64_t& index);
-  void flow_prune();
-  // Places `need` ps of bus work of `bytes` bytes no earlier than `ready`, using at most `rate`
-  // ps of bus time per ps; returns when it ends.
-  double flow_place(double ready, double need, double rate);
-  std::deque<FlowBin> m_flow;  // bins m_flow_first, m_flow_first + 1, ...
-  int64_t m_flow_first = 0;
-  int64_t m_flow_open_from = 0;  // every bin before this one is full
+  std::vector<Port> m_ports;
+  uint32_t m_requesters = 0;
+  double m_port_ps_per_byte = 0;
+  // The port `src` reaches memory through, or null without ports.
+  Port* port_of(const TransferExt* x);
+  // Places `bytes` on the port's calendar for that direction from t_ps, at most `rate` port-ps
+  // per ps; returns when they are through.
+  double cross_port(Port& port, bool is_write, uint64_t bytes, double t_ps, double rate);
+  // Forgets calendar bins that ended before the current simulated time.
+  void prune_calendars();
   struct FlowRecent { uint64_t addr, bytes, run, stride; double issued, done; };
   std::unordered_map<uint64_t, FlowRecent> m_flow_recent;
   TraceWriter::TrackId m_flow_track = 0;

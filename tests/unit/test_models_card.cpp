@@ -354,3 +354,65 @@ TEST_CASE("models: flow DMA: a stream past the end of device memory is an addres
   prog[0] = {op};
   CHECK_THROWS_WITH(card.run(prog), Catch::Contains("read stream") && Catch::Contains("failed"));
 }
+
+// The ports through which the cores reach device memory (card.memory.ports, port_bandwidth).
+
+TEST_CASE("models: cores on one memory port share its bandwidth; the other port doubles it", "[models]") {
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  const Lpddr5& mem = card.memory();
+  REQUIRE(mem.ports() == 2);
+  const double port = mem.port_bandwidth() / 1e9;
+  REQUIRE(port > 0);
+  const auto r = probe_memory(card);
+  double c8 = 0, c16 = 0, c32 = 0;
+  for (const auto& row : r["per_cores"]) {
+    const int n = row["cores"].get<int>();
+    const double rd = row["read_GBps"].get<double>();
+    if (n == 8) c8 = rd;
+    if (n == 16) c16 = rd;
+    if (n == 32) c32 = rd;
+  }
+  // Cores 0-15 all arrive through port 0: 8 and 16 cores read at the port's bandwidth, no faster.
+  CHECK(c8 <= port * 1.01);
+  CHECK(c16 <= port * 1.01);
+  CHECK(c8 == Approx(c16).epsilon(0.05));
+  CHECK(c8 >= port * 0.9);
+  // All 32 use both ports: more than one port carries, up to what the device memory sustains.
+  CHECK(c32 > 1.5 * c16);
+}
+
+TEST_CASE("models: without memory ports 16 cores read faster than one port would carry", "[models]") {
+  auto sim = make_card("configs/spyre.yaml", {"card.memory.ports=0"});
+  Card& card = sim->top_as<Card>();
+  CHECK(card.memory().ports() == 0);
+  const auto r = probe_memory(card);
+  double c16 = 0;
+  for (const auto& row : r["per_cores"])
+    if (row["cores"].get<int>() == 16) c16 = row["read_GBps"].get<double>();
+  CHECK(c16 > 120);
+}
+
+TEST_CASE("models: flow DMA: cores on one memory port share its bandwidth", "[models]") {
+  auto sim = make_card("configs/spyre_flow.yaml");
+  Card& card = sim->top_as<Card>();
+  const double port = card.memory().port_bandwidth() / 1e9;
+  const auto r = probe_memory(card);
+  double c16 = 0, c32 = 0;
+  for (const auto& row : r["per_cores"]) {
+    if (row["cores"].get<int>() == 16) c16 = row["read_GBps"].get<double>();
+    if (row["cores"].get<int>() == 32) c32 = row["read_GBps"].get<double>();
+  }
+  CHECK(c16 <= port * 1.01);
+  CHECK(c16 >= port * 0.9);
+  CHECK(c32 > 1.5 * c16);
+}
+
+TEST_CASE("models: memory port_bandwidth must be positive when there are ports", "[models]") {
+  try {
+    auto sim = make_card("configs/spyre.yaml", {"card.memory.port_bandwidth=0GB/s"});
+    FAIL("a zero port bandwidth was accepted");
+  } catch (const std::exception& e) {
+    CHECK(std::string(e.what()).find("card.memory.port_bandwidth") != std::string::npos);
+  }
+}
