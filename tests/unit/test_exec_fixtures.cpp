@@ -281,7 +281,7 @@ TEST_CASE("exec: every fixture bundle computes outputs that match a double refer
     ++bundles;
   }
   CHECK(bundles >= 20);
-  CHECK(skipped <= 26);  // 25: the captured add3/add4 at 2048x16384 joined the large ones
+  CHECK(skipped <= 29);  // 28: the captured add3/add4 at 2048x16384 and matmul_b*_n25600_default joined
   WARN(std::to_string(skipped) + " large fixtures are in the hidden test "
        "'exec: the large fixtures compute their outputs' (vspyre_tests \"[slow]\")");
 }
