@@ -364,6 +364,8 @@ void Lpddr5::prune_calendars() {
   // calendars from time zero.
   const auto now_bin =
       static_cast<int64_t>(std::floor(sc_core::sc_time_stamp().to_seconds() * 1e12 / m_t.bin)) - 1;
+  if (now_bin == m_pruned_to) return;  // nothing new to forget
+  m_pruned_to = now_bin;
   m_flow->prune_before(now_bin);
   for (Port& p : m_ports)
     for (auto& d : p.dir) d->prune_before(now_bin);

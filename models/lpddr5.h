@@ -140,6 +140,7 @@ class Lpddr5 : public Component {
   double cross_port(Port& port, bool is_write, uint64_t bytes, double t_ps, double rate);
   // Forgets calendar bins that ended before the current simulated time.
   void prune_calendars();
+  int64_t m_pruned_to = INT64_MIN;
   struct FlowRecent { uint64_t addr, bytes, run, stride; double issued, done; };
   std::unordered_map<uint64_t, FlowRecent> m_flow_recent;
   TraceWriter::TrackId m_flow_track = 0;
