@@ -357,7 +357,7 @@ TEST_CASE("models: flow DMA: a stream past the end of device memory is an addres
 
 // The ports through which the cores reach device memory (card.memory.ports, port_bandwidth).
 
-TEST_CASE("models: cores on one memory port share its bandwidth; the other port doubles it", "[models]") {
+TEST_CASE("models: cores on one memory port share its bandwidth, the other port doubles it", "[models]") {
   auto sim = make_card();
   Card& card = sim->top_as<Card>();
   const Lpddr5& mem = card.memory();
