@@ -281,7 +281,9 @@ TEST_CASE("exec: every fixture bundle computes outputs that match a double refer
     ++bundles;
   }
   CHECK(bundles >= 20);
-  CHECK(skipped <= 29);  // 28: the captured add3/add4 at 2048x16384 and matmul_b*_n25600_default joined
+  CHECK(skipped <= 36);  // 35: the captured add3/add4 at 2048x16384 and matmul_b*_n25600_default joined (28),
+                         // then section 7's captured sum_8192x4096, sum_16384x2048, mulbcast_16384x2048 and
+                         // the four mm_*_c32 above 2^33 MACs (35)
   WARN(std::to_string(skipped) + " large fixtures are in the hidden test "
        "'exec: the large fixtures compute their outputs' (vspyre_tests \"[slow]\")");
 }
