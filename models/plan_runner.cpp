@@ -20,6 +20,10 @@ plan::CardParams plan_card_params(Card& card) {
   p.stick_bytes = static_cast<uint32_t>(kStickBytes);
   p.launch_overhead_ps = card.launch_overhead_ps();
   p.tile_target_bytes = card.tile_target_bytes();
+  {
+    const Lpddr5Timing& t = card.memory().timing();
+    p.dma_run_bytes = std::max<uint64_t>(p.dma_request_bytes, std::min<uint64_t>(t.channels * t.row_bytes, p.tile_target_bytes));
+  }
   p.sfp.simple = card.sfp_cycles_simple();
   p.sfp.divide = card.sfp_cycles_divide();
   p.sfp.transcendental = card.sfp_cycles_transcendental();

@@ -517,7 +517,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   auto min_run = [&]() {
     uint64_t best = UINT64_MAX;
     for (const auto& t : ts) {
-      if (t.alloc < 0 || !streamed(t) || core_bytes(t) < m_card.dma_request_bytes) continue;
+      if (t.alloc < 0 || !streamed(t) || core_bytes(t) < m_card.dma_run_bytes) continue;
       uint64_t run = SB;
       size_t i = 0;
       auto cnt_of = [&](size_t k) {
@@ -584,8 +584,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   }
   // A one-dimension cut whose runs are shorter than a DMA request (a stick-tiled tensor cut
   // across its stick columns: one core's 4096x4096 add took 256 B runs) is replaced by the
-  // several-dimension search below when that finds tiles with runs of a whole request.
-  const bool short_runs = best_dim >= 0 && tiles.size() > 1 && min_run() < m_card.dma_request_bytes;
+  // several-dimension search below when that finds tiles whose runs give every memory channel
+  // whole rows (CardParams::dma_run_bytes), without moving more bytes.
+  const bool short_runs = best_dim >= 0 && tiles.size() > 1 && min_run() < m_card.dma_run_bytes;
   std::vector<uint64_t> single_dim;
   for (const auto& dt : tiles) single_dim.push_back(dt.tile);
   if ((best_dim < 0 || short_runs) && !tiles.empty()) {
@@ -613,10 +614,13 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       o.push_back(ceil_div(dt.max_ext, dt.gran) * dt.gran);
       options.push_back(o);
     }
+    // What the one-dimension cut moves: a tiling replacing it for its runs may not move more.
+    const double single_cost = short_runs ? traffic() : 0.0;
+    const uint64_t single_run = short_runs ? std::min(min_run(), m_card.tile_target_bytes) : 0;
     std::vector<uint64_t> best(tiles.size(), 0), cur(tiles.size(), 0);
     double best_cost = -1;
     uint64_t best_count = 0;
-    bool best_dbl = false, best_long = false;
+    bool best_dbl = false;
     uint64_t best_run = 0;
     std::vector<size_t> pick(tiles.size(), 0);
     for (;;) {
@@ -624,14 +628,14 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       const Need nn = need();
       const bool single = nn.resident + nn.buffers <= usable;
       const bool dbl2 = fits(nn);
-      // Replacing a one-dimension cut: only tilings as good as it on LX (double buffered) count.
-      if (single && (!short_runs || dbl2)) {
-        const double cost = traffic();
+      // Replacing a one-dimension cut: only tilings as good as it on LX (double buffered) and on
+      // traffic count.
+      const double cost = single ? traffic() : 0.0;
+      if (single && (!short_runs || (dbl2 && cost <= 1.01 * single_cost))) {
         uint64_t count = 1;
         for (const auto& dt : tiles) count *= dt.count();
         // Runs count up to the tile target: past it a longer run saves nothing more.
         const uint64_t run = std::min(min_run(), m_card.tile_target_bytes);
-        const bool long_runs = run >= m_card.dma_request_bytes;
         // Double buffering first; then, when replacing a one-dimension cut for its short runs, the
         // longest runs (each run is its own DMA requests and opens its own rows); then the least
         // traffic (within 1 %); then the fewest tiles, since every tile pays its own fill and
@@ -645,7 +649,6 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
           best_cost = cost;
           best_count = count;
           best_dbl = dbl2;
-          best_long = long_runs;
           best_run = run;
           for (size_t j = 0; j < tiles.size(); ++j) best[j] = tiles[j].tile;
         }
@@ -654,7 +657,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       while (j < tiles.size() && ++pick[j] == options[j].size()) pick[j++] = 0;
       if (j == tiles.size()) break;
     }
-    if (short_runs && !(best_cost >= 0 && best_long)) {
+    if (short_runs && !(best_cost >= 0 && best_run > single_run)) {
       for (size_t j = 0; j < tiles.size(); ++j) tiles[j].tile = single_dim[j];  // nothing better: keep it
     } else if (best_cost >= 0) {
       for (size_t j = 0; j < tiles.size(); ++j) tiles[j].tile = best[j];

@@ -45,6 +45,9 @@ struct CardParams {
   // A DMA request's bytes: a tiling whose contiguous runs are shorter than this wastes the
   // engine's outstanding requests (each run is its own request), so it is avoided when another fits.
   uint64_t dma_request_bytes = 4096;
+  // A contiguous run this long gives every memory channel whole rows (channels x row size): the
+  // tiling prefers runs at least this long (up to the tile target) when another tiling fits.
+  uint64_t dma_run_bytes = 4096;
   SfpCosts sfp;
 };
 
