@@ -284,13 +284,11 @@ class CardService {
 std::mutex g_card_mutex;
 CardService* g_card = nullptr;  // never deleted: stopped at exit, SystemC's statics outlive it
 
-void at_exit() { shutdownCard(); }
-
 CardService& CardService::get() {
   std::lock_guard<std::mutex> lk(g_card_mutex);
   if (!g_card) {
     g_card = new CardService();
-    std::atexit(at_exit);
+    registerExitHandler();  // stops the streams' workers, then calls shutdownCard()
   }
   if (!g_card->error_.empty()) throw std::runtime_error(g_card->error_);
   return *g_card;

@@ -2,10 +2,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+
+#include <unistd.h>
 
 #include "shim_internal.h"
 
@@ -62,7 +65,21 @@ namespace detail {
 
 namespace {
 std::atomic<uint64_t> g_context_serial{0};
+
+// The live contexts, for the exit handler. Never destroyed (contexts may outlive static
+// destruction).
+std::mutex& contexts_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
 }
+std::set<ContextImpl*>& contexts() {
+  static auto* s = new std::set<ContextImpl*>;
+  return *s;
+}
+
+constexpr const char* kExitDropped =
+    "flex: the process is exiting: this stream's queued operations were dropped without running";
+}  // namespace
 
 ContextImpl::ContextImpl(const vspyre::shim::ContextOptions& o)
     : opts(o), serial(++g_context_serial), device_id(o.device_id) {
@@ -84,10 +101,18 @@ ContextImpl::ContextImpl(const vspyre::shim::ContextOptions& o)
   };
   default_stream = createStream(RuntimeStreamPriority::NORMAL);
   const int n = std::max(1, opts.workers);
+  live_workers_ = n;
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { workerLoop(); });
+  vspyre::shim::registerExitHandler();
+  std::lock_guard<std::mutex> lk(contexts_mutex());
+  contexts().insert(this);
 }
 
 ContextImpl::~ContextImpl() {
+  {
+    std::lock_guard<std::mutex> lk(contexts_mutex());
+    contexts().erase(this);
+  }
   {
     std::unique_lock<std::mutex> lk(mutex);
     done_cv.wait(lk, [&] {
@@ -97,7 +122,8 @@ ContextImpl::~ContextImpl() {
     stop_ = true;
   }
   work_cv.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_)
+    if (t.joinable()) t.join();  // stopForExit may have joined or detached them
   // Addresses may outlive the context: unhook the allocator and finish the deferred frees.
   std::lock_guard<std::mutex> lk(core->mutex);
   core->fence = nullptr;
@@ -131,7 +157,11 @@ void ContextImpl::workerLoop() {
   for (;;) {
     StreamImpl* s = nullptr;
     work_cv.wait(lk, [&] { return stop_ || (s = pick()) != nullptr; });
-    if (!s) return;  // stop_ and nothing to run
+    if (!s) {  // stop_ and nothing to run
+      --live_workers_;
+      done_cv.notify_all();
+      return;
+    }
     Op op = std::move(s->queue.front());
     s->queue.pop_front();
     s->busy = true;
@@ -165,6 +195,10 @@ uint64_t ContextImpl::enqueue(StreamImpl* s, Op op) {
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lk(mutex);
+    if (exiting_) {  // launched during exit, after the workers stopped
+      dropForExit(s, std::move(op));
+      return ++s->launched;
+    }
     op.ticket = ++issued_;
     inflight_.insert(op.ticket);
     s->queue.push_back(std::move(op));
@@ -176,6 +210,43 @@ uint64_t ContextImpl::enqueue(StreamImpl* s, Op op) {
 
 void ContextImpl::drain(StreamImpl* s, std::unique_lock<std::mutex>& lk) {
   done_cv.wait(lk, [&] { return s->queue.empty() && !s->busy; });
+}
+
+void ContextImpl::dropForExit(StreamImpl* s, Op op) {
+  if (!s->error) s->error = std::make_exception_ptr(std::runtime_error(kExitDropped));
+  dropped_.push_back(std::move(op));
+}
+
+bool ContextImpl::stopForExit(std::chrono::milliseconds limit) {
+  const std::thread::id self = std::this_thread::get_id();
+  // exit() called by an operation on one of our workers: that worker cannot be waited for.
+  const bool on_worker = std::any_of(workers_.begin(), workers_.end(),
+                                     [&](const std::thread& t) { return t.get_id() == self; });
+  bool idle = true;
+  {
+    std::unique_lock<std::mutex> lk(mutex);
+    if (exiting_) return true;
+    exiting_ = true;
+    stop_ = true;
+    for (auto& s : streams) {
+      for (Op& op : s->queue) {
+        inflight_.erase(op.ticket);
+        dropForExit(s.get(), std::move(op));
+      }
+      s->queue.clear();
+    }
+    work_cv.notify_all();
+    done_cv.notify_all();  // synchronize() and deferred frees waiting on dropped operations
+    idle = done_cv.wait_for(lk, limit, [&] { return live_workers_ == (on_worker ? 1 : 0); });
+  }
+  for (auto& t : workers_) {
+    if (!t.joinable()) continue;
+    if (idle && t.get_id() != self)
+      t.join();  // already out of workerLoop
+    else
+      t.detach();
+  }
+  return idle;
 }
 
 }  // namespace detail
@@ -350,6 +421,38 @@ RuntimeStatus initializeRuntime(std::shared_ptr<RuntimeContext>* out, int logica
 }  // namespace flex
 
 namespace vspyre::shim {
+
+namespace {
+
+// How long exit() waits for the stream operations running when it was called (a large matmul
+// on this host takes seconds; an operation stuck for longer is a bug elsewhere, and exit goes on
+// without it rather than hang).
+constexpr std::chrono::seconds kExitWait{60};
+pid_t g_exit_pid = 0;
+
+void at_exit() {
+  if (getpid() != g_exit_pid) return;  // a forked child: the workers and the card are the parent's
+  {
+    std::lock_guard<std::mutex> lk(flex::detail::contexts_mutex());
+    for (auto* c : flex::detail::contexts())
+      if (!c->stopForExit(kExitWait))
+        std::fprintf(stderr,
+                     "vspyre libflex: stream operations still running %lld s into process exit; "
+                     "exiting without them\n",
+                     static_cast<long long>(kExitWait.count()));
+  }
+  shutdownCard();
+}
+
+}  // namespace
+
+void registerExitHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_exit_pid = getpid();
+    std::atexit(at_exit);
+  });
+}
 
 ContextOptions optionsFromEnvironment() {
   ContextOptions o;

@@ -2,6 +2,7 @@
 // engine. Not installed; the shim's own tests include it to build private runtime contexts.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -136,6 +137,11 @@ FLEX_API std::optional<CardStats> cardStats();
 FLEX_API bool flushTrace();
 // Stops the card thread (queued card work fails with a "shut down" error). Runs at exit.
 FLEX_API void shutdownCard();
+// Registers (once per process) the shim's exit handler: at exit() -- before any library's
+// destructors run, libopenblas's included -- every runtime context of this process stops its
+// stream workers (ContextImpl::stopForExit), then the card thread stops (shutdownCard). In a
+// forked child it does nothing (the threads are the parent's). Contexts and the card call it.
+void registerExitHandler();
 
 struct ContextOptions {
   uint64_t capacity_bytes = uint64_t{128} << 30;  // device memory
@@ -244,6 +250,15 @@ class ContextImpl {
   uint64_t enqueue(StreamImpl* s, Op op);
   void drain(StreamImpl* s, std::unique_lock<std::mutex>& lk);
 
+  // Process exit (the shim's exit handler). No stream operation may still run once exit()
+  // reaches the libraries' destructors: a kernel's matmul inside OpenBLAS while libopenblas's
+  // destructor shuts its thread pool down hangs the process (or crashes it). So: operations
+  // still queued are dropped without running (kept, not destroyed: nothing of the caller's runs
+  // during exit; their streams' synchronize() reports it), the ones running finish, and the
+  // workers stop and are joined. Waits at most `limit` for the running ones (false: some were
+  // still running; their workers are detached). Later launches are dropped the same way.
+  bool stopForExit(std::chrono::milliseconds limit);
+
   vspyre::shim::ContextOptions opts;
   const uint64_t serial;  // distinct per context: stream keys are (serial << 32) | stream id
   std::shared_ptr<vspyre::shim::DeviceBackend> backend;
@@ -260,7 +275,11 @@ class ContextImpl {
  private:
   StreamImpl* pick();  // lock held
   void workerLoop();
+  void dropForExit(StreamImpl* s, Op op);  // lock held
   bool stop_ = false;
+  bool exiting_ = false;         // stopForExit ran (guarded by mutex)
+  int live_workers_ = 0;         // workers still in workerLoop (guarded by mutex)
+  std::vector<Op> dropped_;      // operations dropped at exit (guarded by mutex)
   size_t rr_ = 0;
   uint64_t issued_ = 0;          // tickets handed out (guarded by mutex)
   std::set<uint64_t> inflight_;  // tickets queued or running (guarded by mutex)

@@ -3,12 +3,15 @@
 // JobPreparationPlan (Allocate, InitTransfer), then per launch the JobExecPlan (host-callback
 // program correction, H2D of the blob, Compute with no tensor list), D2H of the result checked
 // against a host reference; the card's clock against `vspyre run --no-data`; PCIe time of H2D
-// and D2H; VSPYRE_CONFIG and VSPYRE_TRACE.
+// and D2H; VSPYRE_CONFIG and VSPYRE_TRACE; process exit with matmuls still running.
 #include "catch.h"
 #include "shim_test_util.h"
 #include "test_files.h"
 
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -19,6 +22,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <chrono>
 #include <future>
 #include <atomic>
 #include <map>
@@ -27,6 +31,7 @@
 #include "sim/bundle/bundle.h"
 #include "sim/exec/exec.h"
 #include "sim/exec/reference.h"
+#include "sim/ops/ops.h"
 #include "sim/plan/lower.h"
 #include "spyrecode-host-functions/fast_process_hcm.h"
 #include "spyrecode-host-functions/processSpyreCodeArtifacts.h"
@@ -662,4 +667,157 @@ TEST_CASE("shim: the real compiler's spyrecli kernels run through dxp_standalone
     }
     CHECK(checked >= 1);
   }
+}
+
+// Process exit with a matmul still running. torch-spyre queues a kernel and Python exits without
+// reading the result back (cap.py's `y = f(a, b)`); the kernel's numerics run OpenBLAS sgemm on
+// a stream worker. If that worker is still in the GEMM when exit() reaches libopenblas's
+// destructor, the destructor's pool shutdown races it (OpenBLAS 0.3.21: the busy pool thread
+// clears the exit request when its share of the GEMM ends, and the destructor joins it forever;
+// or it frees buffers still in use and the process crashes). The shim's exit handler stops the
+// stream workers first. The helpers below are the child processes of the test after them: each
+// calls exit(42) with matmuls running on a stream worker.
+namespace {
+
+// Writes of kMarkBytes run fp32 matmuls through vspyre::ops (OpenBLAS) for about a second,
+// on the stream worker executing the H2D; started() returns once the first one has begun.
+class MatmulOnWriteBackend : public vspyre::shim::SparseBackend {
+ public:
+  static constexpr size_t kMarkBytes = 4096 + 128;
+  void write(uint64_t dmva, const void* src, size_t n) override {
+    if (n == kMarkBytes) {
+      constexpr int64_t kN = 2048;  // one 2048^3 sgemm: ~0.09 s on this 2-core host
+      std::vector<float> a(kN * kN, 1.0f), b(kN * kN, 0.5f), c(kN * kN);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 20 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1); ++i) {
+        if (i == 0) {
+          std::lock_guard<std::mutex> lk(m_);
+          started_ = true;
+          cv_.notify_all();
+        }
+        vspyre::ops::matmul(vspyre::ops::view(a.data(), fmt::DataFormat::IEEE_FP32, {kN, kN}),
+                            vspyre::ops::view(b.data(), fmt::DataFormat::IEEE_FP32, {kN, kN}),
+                            vspyre::ops::view(c.data(), fmt::DataFormat::IEEE_FP32, {kN, kN}));
+      }
+    }
+    SparseBackend::write(dmva, src, n);
+  }
+  void started() {
+    std::unique_lock<std::mutex> lk(m_);
+    cv_.wait(lk, [&] { return started_; });
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool started_ = false;
+};
+
+// Runs this binary's test `name` in a child process; its wait status, or nullopt when it was
+// still running after `limit` (then it is killed).
+std::optional<int> child_status(const std::string& name, std::chrono::seconds limit, double* secs) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE(n > 0);
+  self[n] = 0;
+  std::string arg = name;
+  char* argv[] = {self, arg.data(), nullptr};
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, self, nullptr, nullptr, argv, environ) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  pid_t r = 0;
+  while ((r = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() - start < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  *secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (r != 0) return status;
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("shim: exit helper 1 (run by the exit test): exit() during a matmul on a stream worker", "[.][shim][exit]") {
+  auto backend = std::make_shared<MatmulOnWriteBackend>();
+  vspyre::shim::ContextOptions o;
+  o.backend = backend;
+  auto ctx = vspyre::shim::createRuntimeContext(o);
+  auto* s = ctx->getDefaultStream();
+  auto buf = ctx->getAllocator()->allocate(MatmulOnWriteBackend::kMarkBytes, tensor_directive());
+  std::vector<uint8_t> host(MatmulOnWriteBackend::kMarkBytes, 1);
+  dma(s, host.data(), buf, true, nullptr);  // the matmuls
+  dma(s, host.data(), buf, true, nullptr);  // and more work queued behind them
+  backend->started();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fflush(nullptr);
+  std::exit(42);  // the parent checks this status: the helper ran and every exit handler returned
+}
+
+TEST_CASE("shim: exit helper 2 (run by the exit test): exit() with mm kernels queued and running", "[.][shim][exit]") {
+  // torch-spyre's sequence on the process runtime (the card backend), no synchronize at the end.
+  auto ctx = flex::getFlexRuntimeContext();
+  auto* s = ctx->getDefaultStream();
+  std::optional<Compiled> c;
+  c.emplace("mm_4096x2048x1024_c32");
+  std::vector<Arg> args = make_args(*ctx, c->dir, 21);
+  for (size_t i = 0; i + 1 < args.size(); ++i) upload(s, args[i]);
+  JobPlan plan(*ctx, s, c->dir / "spyreCodeDir");
+  c.reset();  // exit() below unwinds nothing: remove the temp dir now (the plan has read it)
+  std::vector<const flex::CompositeAddress*> ptrs;
+  for (auto& a : args) ptrs.push_back(&a.dev);
+  for (int i = 0; i < 3; ++i) plan.launch(s, ptrs);
+  // Once the first kernel's card time is done its numerics are under way.
+  while (vspyre::shim::cardStats()->kernels < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  std::fflush(nullptr);
+  std::exit(42);
+}
+
+TEST_CASE("shim: a process that exits while matmuls run on its streams exits promptly", "[shim][kernel]") {
+  for (const char* helper : {"shim: exit helper 1 (run by the exit test): exit() during a matmul on a stream worker",
+                             "shim: exit helper 2 (run by the exit test): exit() with mm kernels queued and running"}) {
+    INFO(helper);
+    double secs = 0;
+    const std::optional<int> status = child_status(helper, std::chrono::seconds(15), &secs);
+    INFO("child: " << secs << " s");
+    REQUIRE(status.has_value());  // else it hung at exit
+    INFO("wait status " << *status);
+    CHECK(WIFEXITED(*status));
+    CHECK(WEXITSTATUS(*status) == 42);
+  }
+}
+
+TEST_CASE("shim: a forked child of a process with a card and streams exits promptly", "[shim][kernel]") {
+  // The child has none of the parent's threads: the shim's exit handler must leave the
+  // parent's stream workers and card thread alone there (waiting for those workers to stop
+  // would last until its time limit, 60 s).
+  auto ctx = card_context();
+  auto* s = ctx->getDefaultStream();
+  auto buf = ctx->getAllocator()->allocate(1 << 16, tensor_directive());
+  std::vector<uint8_t> host(1 << 16, 3);
+  dma(s, host.data(), buf, true, nullptr);
+  s->synchronize();
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) std::exit(43);
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  pid_t r = 0;
+  while ((r = waitpid(pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (r == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  REQUIRE(r == pid);  // else it hung at exit
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 43);
+  // The parent's runtime still works.
+  std::vector<uint8_t> back(1 << 16);
+  dma(s, back.data(), buf, false, nullptr);
+  s->synchronize();
+  CHECK(back == host);
 }
