@@ -416,3 +416,16 @@ TEST_CASE("models: memory port_bandwidth must be positive when there are ports",
     CHECK(std::string(e.what()).find("card.memory.port_bandwidth") != std::string::npos);
   }
 }
+
+TEST_CASE("calibration: what-if four memory ports let 16 cores read through two", "[calibration]") {
+  auto sim = make_card("configs/whatif/memory_ports_4.yaml");
+  Card& card = sim->top_as<Card>();
+  CHECK(card.memory().ports() == 4);
+  const auto r = probe_memory(card);
+  double c8 = 0, c16 = 0;
+  for (const auto& row : r["per_cores"]) {
+    if (row["cores"].get<int>() == 8) c8 = row["read_GBps"].get<double>();
+    if (row["cores"].get<int>() == 16) c16 = row["read_GBps"].get<double>();
+  }
+  CHECK(c16 > 1.5 * c8);
+}
