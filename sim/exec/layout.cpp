@@ -10,7 +10,10 @@ namespace vspyre::exec::detail {
 namespace {
 
 const std::set<std::string_view>& reductions() {
-  static const std::set<std::string_view> s{
+  // Never destroyed: a kernel still running on a shim stream worker while the process exits
+  // must not find it freed (function-local statics made after the shim's exit handler was
+  // registered are destroyed before that handler has stopped the workers).
+  static const auto& s = *new const std::set<std::string_view>{
       "sum", "max", "min", "mean", "absmax", "exx2", "exx2_zeromean", "sumnonstick",
       "maxnonstick", "minnonstick", "meannonstick", "absmaxnonstick", "quantscalepertoken",
       "quantscalepertokenfp8", "topkvalue", "topkindex"};
@@ -103,7 +106,7 @@ bool is_matmul(std::string_view op) {
          op == "batchmatmulint4" || op == "matmul";
 }
 bool is_mappable(std::string_view op) {
-  static const std::set<std::string_view> no{"conv2d", "conv2dfp8", "conv2dint8", "conv2dint4",
+  static const auto& no = *new const std::set<std::string_view>{"conv2d", "conv2dfp8", "conv2dint8", "conv2dint4",
                                              "depthwiseconv2dnative", "avgpoolfwd",
                                              "avgpoolnmapfwd", "maxpoolfwd", "gather", "scatter",
                                              "scatter_add"};

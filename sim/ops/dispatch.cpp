@@ -23,7 +23,9 @@ void need(In in, size_t lo, size_t hi, std::string_view name) {
 }
 
 const std::unordered_map<std::string_view, Handler>& table() {
-  static const std::unordered_map<std::string_view, Handler> t = [] {
+  // Never destroyed (see sim/exec/layout.cpp, reductions()): kernels may still run on a shim
+  // stream worker while the process exits.
+  static const auto& t = *new const std::unordered_map<std::string_view, Handler>([] {
     std::unordered_map<std::string_view, Handler> m;
     auto bin = [&](std::string_view n, Binary op) {
       m[n] = [op, n](In in, const TensorView& o, const Attrs& a) {
@@ -212,7 +214,7 @@ const std::unordered_map<std::string_view, Handler>& table() {
       scatter(in[0], in[1], in[2], o, a.dim.value_or(0), true);
     };
     return m;
-  }();
+  }());
   return t;
 }
 

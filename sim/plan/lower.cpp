@@ -19,9 +19,11 @@ using bundle::Sdsc;
 // The one table of SFP cost classes. Everything not listed is `simple` (one cycle per element
 // per lane), which measured.md 6a supports for exp/gelu at HBM-bound sizes.
 SfpClass sfp_cost_class(std::string_view op) {
-  static const std::set<std::string, std::less<>> divide{"realdiv", "div", "reciprocal", "divide", "fmod",
+  // Never destroyed: the shim lowers kernels on its worker threads, which may still run while
+  // the process exits (see sim/exec/layout.cpp, reductions()).
+  static const auto& divide = *new const std::set<std::string, std::less<>>{"realdiv", "div", "reciprocal", "divide", "fmod",
                                                           "remainder", "floor_divide"};
-  static const std::set<std::string, std::less<>> transcendental{
+  static const auto& transcendental = *new const std::set<std::string, std::less<>>{
       "exp", "exp2", "log", "log2", "log1p", "gelu", "tanh", "sigmoid", "sqrt", "rsqrt", "softplus", "silu",
       "erf", "sin", "cos", "pow", "swish", "mish", "layernormscale", "layernormnorm", "softmax"};
   if (divide.count(op)) return SfpClass::divide;
