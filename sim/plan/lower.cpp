@@ -513,9 +513,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   // so that they stay in LX across it and are not read again.
   // The shortest contiguous run any streamed tensor's block has with the current tiling (as
   // make_block forms it: whole inner dims, then the first cut one).
-  // A tensor whose whole share is smaller than one request is short DMAs however it is cut (the
-  // broadcast row of a softmax's max, a bias): it does not count, or it would veto every tiling
-  // that cuts its dims.
+  // A tensor whose whole share is shorter than dma_run_bytes has short runs however it is cut
+  // (the broadcast row of a softmax's max, a bias): it does not count, or it would veto every
+  // tiling that cuts its dims.
   auto min_run = [&]() {
     uint64_t best = UINT64_MAX;
     for (const auto& t : ts) {
@@ -584,10 +584,10 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       halve(tiles[best_dim]);
     }
   }
-  // A one-dimension cut whose runs are shorter than a DMA request (a stick-tiled tensor cut
-  // across its stick columns: one core's 4096x4096 add took 256 B runs) is replaced by the
-  // several-dimension search below when that finds tiles whose runs give every memory channel
-  // whole rows (CardParams::dma_run_bytes), without moving more bytes.
+  // A one-dimension cut whose runs are shorter than CardParams::dma_run_bytes (enough to give
+  // every memory channel whole rows; a stick-tiled tensor cut across its stick columns: one
+  // core's 4096x4096 add took 256 B runs, the broadcast add 4 KiB) is replaced by the
+  // several-dimension tiling with the longest runs, if they are longer and it moves no more bytes.
   const bool short_runs = best_dim >= 0 && tiles.size() > 1 && min_run() < m_card.dma_run_bytes;
   std::vector<uint64_t> single_dim;
   for (const auto& dt : tiles) single_dim.push_back(dt.tile);
