@@ -421,6 +421,9 @@ void from_dl16(const uint16_t* s, S* d, size_t n, Enc enc) {
   for (size_t i = 0; i < n; ++i) d[i] = enc(dl16_decode_fast<NinfNan>(s[i]));
 }
 
+const uint8_t* byte_at(const void* p, size_t bytes) { return static_cast<const uint8_t*>(p) + bytes; }
+uint8_t* byte_at(void* p, size_t bytes) { return static_cast<uint8_t*>(p) + bytes; }
+
 // The generic two-pass path (decode each chunk to float/double, encode it): the reference every
 // fast path must match bit for bit.
 void convert_generic_run(DataFormat from, const void* src, DataFormat to, void* dst, size_t n,
@@ -431,8 +434,8 @@ void convert_generic_run(DataFormat from, const void* src, DataFormat to, void* 
     using T = std::remove_pointer_t<decltype(tmp)>;
     for (size_t i = 0; i < n; i += chunk) {
       const size_t k = std::min(chunk, n - i);
-      decode_run<T>(from, static_cast<const uint8_t*>(src) + bytes_for(from, i), tmp, k, r);
-      encode_run<T>(to, tmp, static_cast<uint8_t*>(dst) + bytes_for(to, i), k, r);
+      decode_run<T>(from, byte_at(src, bytes_for(from, i)), tmp, k, r);
+      encode_run<T>(to, tmp, byte_at(dst, bytes_for(to, i)), k, r);
     }
   };
   if (exact_in_float(from)) {
@@ -528,9 +531,6 @@ bool convert_fused(DataFormat from, const void* src, DataFormat to, void* dst, s
   }
   return false;
 }
-
-const uint8_t* byte_at(const void* p, size_t bytes) { return static_cast<const uint8_t*>(p) + bytes; }
-uint8_t* byte_at(void* p, size_t bytes) { return static_cast<uint8_t*>(p) + bytes; }
 
 void copy_same(DataFormat f, const void* src, void* dst, size_t n) {
   const int bits = bits_per_element(f);
@@ -733,23 +733,28 @@ void store_element(DataFormat f, void* base, size_t i, double v, const ConvertRu
 // Bulk
 // ---------------------------------------------------------------------------------------------
 
-void convert(DataFormat from, const void* src, DataFormat to, void* dst, size_t n,
-             const ConvertRules& r) {
+namespace {
+// convert() and convert_generic(): the same checks and shortcuts; only `fast` tries the fused
+// and table-driven paths first.
+void convert_checked(DataFormat from, const void* src, DataFormat to, void* dst, size_t n,
+                     const ConvertRules& r, bool fast) {
   require_convertible(from);
   require_convertible(to);
   if (n == 0) return;
   if (from == to) return copy_same(from, src, dst, n);
-  if (convert_fused(from, src, to, dst, n, r)) return;
+  if (fast && convert_fused(from, src, to, dst, n, r)) return;
   convert_generic_run(from, src, to, dst, n, r);
+}
+}  // namespace
+
+void convert(DataFormat from, const void* src, DataFormat to, void* dst, size_t n,
+             const ConvertRules& r) {
+  convert_checked(from, src, to, dst, n, r, true);
 }
 
 void convert_generic(DataFormat from, const void* src, DataFormat to, void* dst, size_t n,
                      const ConvertRules& r) {
-  require_convertible(from);
-  require_convertible(to);
-  if (n == 0) return;
-  if (from == to) return copy_same(from, src, dst, n);
-  convert_generic_run(from, src, to, dst, n, r);
+  convert_checked(from, src, to, dst, n, r, false);
 }
 
 namespace {
@@ -822,7 +827,7 @@ void tile_move(U* buf, bool i_major, void* mem, int64_t off, int64_t s0, int64_t
 bool loops_injective(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
   std::vector<std::pair<int64_t, int64_t>> d;  // |stride|, size
   for (size_t k = 0; k < size.size(); ++k)
-    if (size[k] > 1) d.emplace_back(stride[k] < 0 ? -stride[k] : stride[k], size[k]);
+    if (size[k] > 1) d.emplace_back(iabs(stride[k]), size[k]);
   std::sort(d.begin(), d.end());
   int64_t span = 0;
   for (const auto& [st, sz] : d) {
