@@ -435,12 +435,13 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     if (t.reduced[i]) return 1;
     return t.stick[i] ? ceil_div(ext, t.stick_elems) : ext;
   };
-  // Bytes of the largest block of tensor t with the current tiling (max extents).
-  auto block_bytes = [&](const Tensor& t) -> uint64_t {
+  // Bytes of the largest block of tensor t with the current tiling (max extents), or of its whole
+  // per-core share (`whole`: no tiling).
+  auto share_bytes = [&](const Tensor& t, bool whole) -> uint64_t {
     uint64_t b = SB;
     for (size_t i = 0; i < t.dims.size(); ++i) {
       const DimTile* dt = t.reduced[i] ? nullptr : tile_of(t.dims[i]);
-      uint64_t ext = dt ? std::min(dt->tile, dt->max_ext) : 0;
+      uint64_t ext = dt ? (whole ? dt->max_ext : std::min(dt->tile, dt->max_ext)) : 0;
       if (!dt) {
         for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[i]));
       }
@@ -448,18 +449,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     }
     return b;
   };
-  // Bytes of tensor t's whole per-core share (no tiling).
-  auto core_bytes = [&](const Tensor& t) -> uint64_t {
-    uint64_t b = SB;
-    for (size_t i = 0; i < t.dims.size(); ++i) {
-      const DimTile* dt = t.reduced[i] ? nullptr : tile_of(t.dims[i]);
-      uint64_t ext = dt ? dt->max_ext : 0;
-      if (!dt)
-        for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[i]));
-      b *= units(t, i, ext);
-    }
-    return b;
-  };
+  auto block_bytes = [&](const Tensor& t) { return share_bytes(t, false); };
   auto streamed = [&](const Tensor& t) {
     if (!t.hbm) return false;
     for (size_t i = 0; i < t.dims.size(); ++i)
@@ -515,11 +505,14 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   // make_block forms it: whole inner dims, then the first cut one).
   // A tensor whose whole share is shorter than dma_run_bytes has short runs however it is cut
   // (the broadcast row of a softmax's max, a bias): it does not count, or it would veto every
-  // tiling that cuts its dims.
+  // tiling that cuts its dims. (Independent of the tiling: decided once.)
+  std::vector<char> short_share(ts.size());
+  for (size_t k = 0; k < ts.size(); ++k) short_share[k] = share_bytes(ts[k], true) < m_card.dma_run_bytes;
   auto min_run = [&]() {
     uint64_t best = UINT64_MAX;
-    for (const auto& t : ts) {
-      if (t.alloc < 0 || !streamed(t) || core_bytes(t) < m_card.dma_run_bytes) continue;
+    for (size_t k = 0; k < ts.size(); ++k) {
+      const auto& t = ts[k];
+      if (t.alloc < 0 || !streamed(t) || short_share[k]) continue;
       uint64_t run = SB;
       size_t i = 0;
       auto cnt_of = [&](size_t k) {
@@ -632,8 +625,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       const bool dbl2 = fits(nn);
       // Replacing a one-dimension cut: only tilings as good as it on LX (double buffered) and on
       // traffic count.
-      const double cost = single ? traffic() : 0.0;
-      if (single && (!short_runs || (dbl2 && cost <= 1.01 * single_cost))) {
+      const bool candidate = single && (!short_runs || dbl2);
+      const double cost = candidate ? traffic() : 0.0;
+      if (candidate && (!short_runs || cost <= 1.01 * single_cost)) {
         uint64_t count = 1;
         for (const auto& dt : tiles) count *= dt.count();
         // Runs count up to the tile target: past it a longer run saves nothing more.
