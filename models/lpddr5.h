@@ -136,7 +136,7 @@ class Lpddr5 : public Component {
   // The port `src` reaches memory through, or null without ports.
   Port* port_of(const TransferExt* x);
   // Places `bytes` on the port's calendar for that direction from t_ps, at most `rate` port-ps
-  // per ps; returns when they are through.
+  // per ps; returns when they are through. The caller has pruned the calendars.
   double cross_port(Port& port, bool is_write, uint64_t bytes, double t_ps, double rate);
   // Forgets calendar bins that ended before the current simulated time.
   void prune_calendars();
