@@ -52,7 +52,8 @@ DEFAULT_CONFIG = ROOT / "configs" / "spyre.yaml"
 TYPES = ("M", "M-ratio", "P")
 ROW_KEYS = {"id", "section", "workload", "shapes", "dtype", "cores", "layout", "lx", "split",
             "type", "measured_us", "measured_range_us", "predicted_us", "measured_ratio",
-            "numerator", "denominator", "source", "fixture", "generated_fixture", "metric", "note"}
+            "numerator", "denominator", "source", "fixture", "generated_fixture", "captured_fixture",
+            "metric", "note"}
 CSV_COLUMNS = ["id", "section", "type", "unit", "measured", "predicted", "error_percent",
                "counted", "direction_measured", "direction_predicted", "direction_reproduced",
                "status", "other_model_us", "fixture", "metric", "numerator", "denominator",
@@ -148,6 +149,39 @@ def _num(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def split_mismatch(split, bundle_dir):
+    """A row's recorded `split` ("MxN": cores over M and over N of a matmul) against the work
+    division of its fixture's first SDSC (`numWkSlicesPerDim_`, dims `mb` and `out`).
+
+    Returns None when they agree, else one sentence saying what differs: a row must be predicted
+    from the configuration that was measured, not from another one the compiler chooses today.
+    """
+    m = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*", str(split))
+    if not m:
+        return f"`split` must be written MxN (cores over M and over N), not {split!r}"
+    want = {"mb": int(m.group(1)), "out": int(m.group(2))}
+    sdscs = sorted(bundle_dir.glob("sdsc_*.json"))
+    if not sdscs:
+        return f"`split` {split} given but fixture {bundle_dir} has no sdsc_*.json to compare"
+    try:
+        text = sdscs[0].read_text()
+    except OSError as e:
+        return f"cannot read {sdscs[0]}: {e.strerror}"
+    found = re.search(r'"numWkSlicesPerDim_"\s*:\s*(\{[^{}]*\})', text)
+    if not found:
+        return f"`split` {split} given but {sdscs[0]} has no numWkSlicesPerDim_"
+    try:
+        have = json.loads(found.group(1))
+    except ValueError:
+        return f"{sdscs[0]}: numWkSlicesPerDim_ is not a JSON object"
+    got = {k: int(have.get(k, 1)) for k in want}
+    if got != want:
+        return (f"`split` {split} (mb={want['mb']}, out={want['out']}) but fixture {bundle_dir.name} "
+                f"divides the work mb={got['mb']}, out={got['out']}: use a fixture with the "
+                f"measured split")
+    return None
+
+
 def load_table(path):
     """Read and check the table; returns the list of row dicts (with '_line' and '_index').
 
@@ -230,6 +264,10 @@ def load_table(path):
             d = Path(f) if os.path.isabs(f) else ROOT / f
             if not (d / "bundle.mlir").is_file():
                 bad(f"fixture {f} is not a bundle directory (no {d / 'bundle.mlir'})")
+        if r.get("split") is not None and isinstance(fx, str):
+            problem = split_mismatch(r["split"], Path(fx) if os.path.isabs(fx) else ROOT / fx)
+            if problem:
+                bad(problem)
         m = r.get("metric", "kernel")
         if not (m == "kernel" or (isinstance(m, str) and m.startswith("stage:") and len(m) > 6)):
             bad(f"`metric` must be `kernel` or `stage:<name>`, not {m!r}")

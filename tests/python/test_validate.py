@@ -265,6 +265,22 @@ def test_bad_table_names_file_and_row(fake, tmp_path, capsys, row, words):
     assert "row 2" in capsys.readouterr().err
 
 
+def test_split_must_match_the_fixture(tmp_path):
+    """A row that records a matmul split is predicted from a fixture with that split."""
+    gen = str(BUNDLES / "mm_2048x512x2048_c32")                    # generated, mb=4 out=8
+    cap = str(ROOT / "tests" / "fixtures" / "captured" / "mm_2048x512x2048_c32")  # mb=8 out=4
+    base = {"section": "x", "type": "M", "measured_us": 157.5}
+    t = tmp_path / "t.yaml"
+    t.write_text(yaml.safe_dump({"rows": [dict(base, id="ok", split="4x8", fixture=gen)]}))
+    assert [r["id"] for r in vv.load_table(t)] == ["ok"]
+    t.write_text(yaml.safe_dump({"rows": [dict(base, id="swapped", split="4x8", fixture=cap)]}))
+    with pytest.raises(vv.ValidateError, match=r"split` 4x8 .*divides the work mb=8, out=4"):
+        vv.load_table(t)
+    t.write_text(yaml.safe_dump({"rows": [dict(base, id="odd", split="4 by 8", fixture=gen)]}))
+    with pytest.raises(vv.ValidateError, match="must be written MxN"):
+        vv.load_table(t)
+
+
 def test_table_not_a_list(tmp_path):
     t = tmp_path / "t.yaml"
     t.write_text("rows: 3\n")
