@@ -24,8 +24,9 @@ SfpClass sfp_cost_class(std::string_view op) {
   static const auto& divide = *new const std::set<std::string, std::less<>>{"realdiv", "div", "reciprocal", "divide", "fmod",
                                                           "remainder", "floor_divide"};
   static const auto& transcendental = *new const std::set<std::string, std::less<>>{
-      "exp", "exp2", "log", "log2", "log1p", "gelu", "tanh", "sigmoid", "sqrt", "rsqrt", "softplus", "silu",
-      "erf", "sin", "cos", "pow", "swish", "mish", "layernormscale", "layernormnorm", "softmax"};
+      "exp", "exp2", "log", "log2", "log1p", "gelu", "gelufwd", "fastexp", "fastsigmoid", "tanh", "sigmoid",
+      "sqrt", "rsqrt", "softplus", "silu", "erf", "sin", "cos", "pow", "swish", "mish", "layernormscale",
+      "layernormnorm", "softmax"};
   if (divide.count(op)) return SfpClass::divide;
   if (transcendental.count(op)) return SfpClass::transcendental;
   return SfpClass::simple;

@@ -453,3 +453,28 @@ TEST_CASE("run: a broadcast operand whose allocation orders its dims unlike prim
   CHECK(j["data"]["all_pass"].get<bool>());
   CHECK(j["data"]["tensors"][1]["shape"] == nlohmann::json::array({1, 1024}));
 }
+
+TEST_CASE("run: the SFP cost class knows the op names the compiler writes", "[run]") {
+  // The compiler names gelu `gelufwd` (formats.md C.2); it was costed as a one-cycle op.
+  CHECK(plan::sfp_cost_class("gelufwd") == plan::SfpClass::transcendental);
+  CHECK(plan::sfp_cost_class("gelufwd") == plan::sfp_cost_class("gelu"));
+  CHECK(plan::sfp_cost_class("exp") == plan::SfpClass::transcendental);
+  CHECK(plan::sfp_cost_class("realdiv") == plan::SfpClass::divide);
+  CHECK(plan::sfp_cost_class("neg") == plan::SfpClass::simple);
+  CHECK(plan::sfp_cost_class("relufwd") == plan::SfpClass::simple);
+
+  // And the plan carries it: the generated gelu fixture's SFP op costs the transcendental cycles.
+  RUN_REQUIRE_DIR(k_fixtures / "gelu_2048x1024_c32");
+  auto sim = make_card({"card.plan.sfp_cycles.transcendental=7"});
+  Card& card = sim->top_as<Card>();
+  const plan::Plan p = lower_dir(card, k_fixtures / "gelu_2048x1024_c32");
+  int sfp_ops = 0;
+  for (const auto& st : p.stages())
+    for (const auto& c : st.cores())
+      for (const auto& op : c.ops())
+        if (op.kind() == plan::Op::SFP) {
+          CHECK(op.cycles_per_element() == 7.0);
+          ++sfp_ops;
+        }
+  CHECK(sfp_ops > 0);
+}
