@@ -62,6 +62,12 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_t.mix_window = ns("mix_window", "10us",
                       "flow DMA model: the window over which the read/write mix that sets the turnarounds is averaged");
   m_t.write_batch = p.get_size("write_batch", "192B", {"bytes per channel the controller drains per write burst", Provenance::Estimate});
+  m_t.reorder_rows = static_cast<uint32_t>(
+      p.get_int("reorder_rows", 1,
+                {"rows per bank the scheduler batches requests among (1 = serve in arrival order)", Provenance::Estimate},
+                1, kMaxReorderRows));
+  m_t.reorder_window = ns("reorder_window", "1us",
+                          "how long a bank's recent row stays in the scheduler's reach (see reorder_rows)");
   m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
     throw ConfigError(SourceLoc{path()}, path() + ".interleave: must be a multiple of 128B");
@@ -249,6 +255,32 @@ uint32_t Lpddr5::bank_of(uint64_t local, int64_t& row) const {
   return b;
 }
 
+bool Lpddr5::row_hit(Bank& bank, int64_t row, double t) {
+  bool hit = bank.open_row == row;
+  const uint32_t k = m_t.reorder_rows;
+  if (k <= 1) return hit;
+  // The slot holding this row, else the least recently used one (the row the scheduler no
+  // longer holds requests for).
+  uint32_t slot = 0;
+  bool found = false;
+  for (uint32_t i = 0; i < k; ++i)
+    if (bank.recent_row[i] == row) {
+      slot = i;
+      found = true;
+      break;
+    }
+  if (found) hit = hit || t - bank.recent_t[slot] <= m_t.reorder_window;
+  else
+    for (uint32_t i = 1; i < k; ++i)
+      if (bank.recent_row[i] < 0 || bank.recent_t[i] < bank.recent_t[slot]) {
+        slot = i;
+        if (bank.recent_row[i] < 0) break;
+      }
+  bank.recent_t[slot] = found ? std::max(bank.recent_t[slot], t) : t;
+  bank.recent_row[slot] = row;
+  return hit;
+}
+
 double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool is_write, double t) {
   Channel& ch = m_channels[c];
   const double cas = is_write ? m_t.t_wl : m_t.t_rl;
@@ -259,7 +291,10 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
     Bank& bank = ch.banks[bank_of(local, row)];
     // A refresh since the bank's last use closed its row.
     const double epoch = std::floor((t - ch.refresh_offset) / m_t.t_refi);
-    const bool hit = bank.open_row == row && bank.last_refresh_epoch == epoch;
+    // A refresh closes every row, the recent ones too.
+    if (bank.last_refresh_epoch != epoch)
+      for (auto& r : bank.recent_row) r = -1;
+    const bool hit = row_hit(bank, row, t) && bank.last_refresh_epoch == epoch;
     const double data = static_cast<double>(in_row) * m_t.ps_per_byte;
     // A miss occupies the bus for the part of precharge + activate the controller cannot hide;
     // closing a row that was last written first waits out the write recovery time.
@@ -446,7 +481,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       for (uint64_t k = div(lo, rb, rb_sh); k <= div(hi, rb, rb_sh); ++k) {
         int64_t row = 0;
         Bank& bank = m_channels[c].banks[bank_of(k * rb, row)];
-        const bool hit = bank.open_row == row;
+        const bool hit = row_hit(bank, row, t_arrive);
         if (count) {
           ++chunks;
           if (!hit) {

@@ -39,7 +39,15 @@ struct Lpddr5Timing {
   double history = 0;           // how long the calendar keeps past bins
   double coalesce_window = 0;   // identical reads within this window are served once
   double mix_window = 0;        // flow model: averaging window of the read/write mix
+  // The scheduler's reordering, seen from one bank: a request to any of the last `reorder_rows`
+  // rows the bank opened within `reorder_window` is served with the requests that opened it, so
+  // it pays no precharge + activate of its own. 1: only the open row hits (in arrival order).
+  uint32_t reorder_rows = 1;
+  double reorder_window = 0;
 };
+
+// Most rows per bank the scheduler model can batch among (`reorder_rows`).
+inline constexpr uint32_t kMaxReorderRows = 8;
 
 // Data-bus time lost to one write->read plus one read->write switch. After the last write data
 // the read command waits t_wtr and its data appears t_rl later: the bus idles t_wtr + t_rl.
@@ -87,7 +95,13 @@ class Lpddr5 : public Component {
     int64_t open_row = -1;
     double last_refresh_epoch = -1;
     bool written = false;  // the open row was last written: closing it waits t_wr first
+    // The rows this bank opened most recently (reorder_rows of them) and when each was last used.
+    int64_t recent_row[kMaxReorderRows] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    double recent_t[kMaxReorderRows] = {};
   };
+  // Whether a request to `row` at t finds it open, or batched with one of the bank's recent rows
+  // (reorder_rows, reorder_window); records the row as used at t either way.
+  bool row_hit(Bank& bank, int64_t row, double t);
   struct Bin {
     double free = 0;   // bus time still free
     double rd = 0, wr = 0;  // bytes each way

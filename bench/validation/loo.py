@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # knob (dotted config path), grid, committed value, the rows (validate --rows regex) it is fitted on
 KNOBS = [
-    ("card.memory.write_batch", ["352B", "384B", "416B", "448B", "480B", "512B"], "448B", "^6a$"),
+    ("card.memory.write_batch", ["320B", "352B", "384B", "416B", "448B", "480B"], "384B", "^6a$"),
     ("card.core.dma.outstanding", ["2", "3", "4", "5"], "3", r"^add_(4096x4096|2048x8192)_c(1|2)$"),
     ("card.plan.sfp_cycles.reduce_across_stick", ["16", "19", "22", "25", "28"], "22", r"^amax_\d+x\d+_c(1|2|4)$"),
     ("card.memory.port_bandwidth", ["75GB/s", "80GB/s", "85GB/s", "90GB/s", "95GB/s"], "85GB/s",

@@ -88,6 +88,50 @@ TEST_CASE("models: LPDDR5 mixing reads and writes on a channel costs turnarounds
   CHECK(mem.stats().get("turnarounds") <= pairs + 1e-9);
 }
 
+namespace {
+// Two streams alternate request by request on one bank, each in its own row, `gap_ps` apart;
+// the row misses they cost.
+double interleaved_stream_misses(const char* reorder_rows, double gap_ps) {
+  auto sim = make_card("configs/spyre.yaml", {"card.memory.coalesce_window=0ns",
+                                              std::string("card.memory.reorder_rows=") + reorder_rows});
+  Lpddr5& mem = sim->top_as<Card>().memory();
+  const auto& t = mem.timing();
+  const uint64_t other_row = t.row_bytes * t.banks * t.channels * 17;  // same bank, another row
+  const uint64_t step = t.interleave * t.channels;                      // same channel, same row
+  double now = 1e6;
+  for (int i = 0; i < 8; ++i) {
+    mem.access(static_cast<uint64_t>(i) * step, kStickBytes, false, now);
+    mem.access(other_row + static_cast<uint64_t>(i) * step, kStickBytes, false, now);
+    now += gap_ps;
+  }
+  return mem.stats().get("row_misses");
+}
+}  // namespace
+
+// Served in arrival order (reorder_rows 1), every request closes the other stream's row; a
+// scheduler that keeps two or more rows in reach opens each row once, within its window.
+TEST_CASE("models: LPDDR5 in arrival order two streams on one bank close each other's rows", "[models]") {
+  CHECK(interleaved_stream_misses("1", 20e3) == Approx(16));
+}
+TEST_CASE("models: LPDDR5 scheduler batches two streams on one bank by row", "[models]") {
+  CHECK(interleaved_stream_misses("2", 20e3) == Approx(2));
+}
+TEST_CASE("models: LPDDR5 scheduler with four rows in reach also opens each row once", "[models]") {
+  CHECK(interleaved_stream_misses("4", 20e3) == Approx(2));
+}
+TEST_CASE("models: LPDDR5 rows last used beyond the reorder window are out of reach", "[models]") {
+  CHECK(interleaved_stream_misses("4", 2e6) == Approx(16));
+}
+
+TEST_CASE("models: LPDDR5 reorder_rows of 0 names the key", "[models]") {
+  CHECK_THROWS_WITH(make_card("configs/spyre.yaml", {"card.memory.reorder_rows=0"}),
+                    Catch::Contains("card.memory.reorder_rows"));
+}
+TEST_CASE("models: LPDDR5 reorder_rows above its table names the key", "[models]") {
+  CHECK_THROWS_WITH(make_card("configs/spyre.yaml", {"card.memory.reorder_rows=9"}),
+                    Catch::Contains("card.memory.reorder_rows"));
+}
+
 TEST_CASE("models: LPDDR5 serves identical reads in the coalescing window once", "[models]") {
   auto sim = make_card();
   Lpddr5& mem = sim->top_as<Card>().memory();
