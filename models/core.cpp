@@ -97,6 +97,8 @@ void Core::load(std::vector<CoreOp> program, double start_ps) {
         throw std::invalid_argument(path() + ": operation " + std::to_string(i) +
                                     " depends on a later operation " + std::to_string(d));
   m_program = std::move(program);
+  for (auto& v : m_by_engine) v.clear();
+  for (uint32_t i = 0; i < m_program.size(); ++i) m_by_engine[static_cast<int>(m_program[i].engine)].push_back(i);
   ++m_generation;
   m_results.assign(m_program.size(), OpResult{});
   m_done.assign(m_program.size(), 0);
@@ -318,9 +320,12 @@ void Core::engine_thread(Engine e) {
     while (seen == m_generation) sc_core::wait(m_go);
     seen = m_generation;
     double t = std::max(m_start_ps, now_ps());
-    for (uint32_t i = 0; i < m_program.size(); ++i) {
+    // By index, not iterator: a run abandoned by an error leaves this loop suspended, and the next
+    // load() replaces the lists.
+    const std::vector<uint32_t>& mine = m_by_engine[static_cast<int>(e)];
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const uint32_t i = mine[k];
       const CoreOp& op = m_program[i];
-      if (op.engine != e) continue;
       for (uint32_t d : op.deps) {
         while (!m_done[d]) sc_core::wait(m_op_done);
         t = std::max(t, m_results[d].end_ps);

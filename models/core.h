@@ -105,6 +105,7 @@ class Core : public Component {
   bool m_dma_flow = false;
 
   std::vector<CoreOp> m_program;
+  std::vector<uint32_t> m_by_engine[kEngineCount];  // each engine's operations, in program order
   std::vector<OpResult> m_results;
   std::vector<char> m_done;
   size_t m_remaining = 0;

@@ -90,7 +90,11 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   for (uint32_t c = 0; c < m_t.channels; ++c) {
     Channel& ch = m_channels[c];
     ch.banks.resize(m_t.banks);
-    ch.ring.resize(static_cast<size_t>(std::ceil(m_t.history / m_t.bin)) + 2);
+    ch.kept = static_cast<int64_t>(std::ceil(m_t.history / m_t.bin)) + 2;
+    int64_t slots = 1;
+    while (slots < ch.kept) slots *= 2;
+    ch.ring.resize(static_cast<size_t>(slots));
+    ch.mask = slots - 1;
     // Channels refresh staggered across the interval so they never all stop at once.
     ch.refresh_offset = m_t.t_refi * (c + 1) / m_t.channels;
     StatGroup& g = stats().group("channel_" + std::to_string(c));
@@ -152,18 +156,18 @@ double Lpddr5::bin_capacity(const Channel& ch, int64_t index) const {
 }
 
 Lpddr5::Bin& Lpddr5::bin_at(Channel& ch, int64_t& index) {
-  const auto n = static_cast<int64_t>(ch.ring.size());
+  if (index < ch.end_bin && index >= ch.first_bin) return ch.ring[static_cast<size_t>(index & ch.mask)];
   if (!ch.started) {
     ch.started = true;
     ch.first_bin = ch.end_bin = index;
   }
   if (index < ch.first_bin) index = ch.first_bin;
   while (index >= ch.end_bin) {
-    if (ch.end_bin - ch.first_bin == n) ++ch.first_bin;
-    ch.ring[static_cast<size_t>(ch.end_bin % n)] = Bin{bin_capacity(ch, ch.end_bin)};
+    if (ch.end_bin - ch.first_bin == ch.kept) ++ch.first_bin;
+    ch.ring[static_cast<size_t>(ch.end_bin & ch.mask)] = Bin{bin_capacity(ch, ch.end_bin)};
     ++ch.end_bin;
   }
-  return ch.ring[static_cast<size_t>(index % n)];
+  return ch.ring[static_cast<size_t>(index & ch.mask)];
 }
 
 int64_t Lpddr5::first_open(Channel& ch, int64_t index) {
@@ -227,7 +231,7 @@ double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, boo
   }
 }
 
-uint32_t Lpddr5::bank_of(uint64_t local, int64_t& row) const {
+inline uint32_t Lpddr5::bank_of(uint64_t local, int64_t& row) const {
   // Permutation-based bank interleaving: row bits XOR into the bank index, so streams whose
   // addresses differ by a multiple of the row span do not all land on one bank.
   if (m_pow2) {  // the usual geometry: shifts and masks, same result as below
@@ -254,7 +258,8 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
   const double cas = is_write ? m_t.t_wl : m_t.t_rl;
   double done = t;
   while (bytes > 0) {
-    const uint64_t in_row = std::min<uint64_t>(bytes, m_t.row_bytes - local % m_t.row_bytes);
+    const uint64_t in_row =
+        std::min<uint64_t>(bytes, m_t.row_bytes - (m_pow2 ? local & (m_t.row_bytes - 1) : local % m_t.row_bytes));
     int64_t row = 0;
     Bank& bank = ch.banks[bank_of(local, row)];
     // A refresh since the bank's last use closed its row.
@@ -290,14 +295,13 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
     const uint64_t key = addr * 1315423911ull ^ bytes;
     if (is_write) {
       m_recent.erase(key);
-    } else if (auto it = m_recent.find(key); it != m_recent.end() && it->second.addr == addr &&
-                                                it->second.bytes == bytes &&
-                                                std::abs(t - it->second.issued) <= m_t.coalesce_window) {
+    } else if (const Recent* it = m_recent.find(key); it && it->addr == addr && it->bytes == bytes &&
+                                                       std::abs(t - it->issued) <= m_t.coalesce_window) {
       ++m_coalesced;
       m_bytes_coalesced += static_cast<double>(bytes);
       // The copy rides with the first delivery (the ring carries it past every core): it does
       // not cross the port again.
-      const double finish = std::max(it->second.done, t + m_t.t_frontend);
+      const double finish = std::max(it->done, t + m_t.t_frontend);
       m_last_done.max_with(finish);
       return finish;
     }
@@ -308,6 +312,21 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   uint64_t a = addr;
   const uint64_t end = addr + bytes;
   std::vector<Seg>& segs = m_segs;
+  if (m_geom_pow2) {  // the usual geometry: shifts and masks, same result as below
+    const uint32_t il_sh = m_il_shift, nch_sh = m_nch_shift;
+    while (a < end) {
+      const uint64_t off = a & (il - 1);
+      const uint64_t chunk = std::min<uint64_t>(end - a, il - off);
+      const uint64_t stripe = a >> il_sh;
+      Seg& s = segs[stripe & (nch - 1)];
+      if (!s.used) {
+        s.used = true;
+        s.local = ((stripe >> nch_sh) << il_sh) + off;
+      }
+      s.bytes += chunk;
+      a += chunk;
+    }
+  }
   while (a < end) {
     const uint64_t chunk = std::min<uint64_t>(end - a, il - a % il);
     const uint64_t stripe = a / il;
@@ -342,7 +361,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   m_last_done.max_with(finish);
   if (!is_write && m_t.coalesce_window > 0) {
     if (m_recent.size() > 65536) m_recent.clear();  // bounded: only recent reads can coalesce
-    m_recent[addr * 1315423911ull ^ bytes] = Recent{addr, bytes, t, finish};
+    m_recent.insert_or_assign(addr * 1315423911ull ^ bytes, Recent{addr, bytes, t, finish});
   }
   VSPYRE_DEBUG(g_dbg, t_ps, "%s 0x%llx %llu B -> done %.1f ns", is_write ? "wr" : "rd",
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), finish / 1e3);
@@ -498,13 +517,12 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   if (m_t.coalesce_window > 0) {
     if (is_write) {
       m_flow_recent.erase(key);
-    } else if (auto it = m_flow_recent.find(key); it != m_flow_recent.end() && it->second.addr == addr &&
-                                                  it->second.bytes == bytes && it->second.run == run &&
-                                                  it->second.stride == stride &&
-                                                  std::abs(t - it->second.issued) <= m_t.coalesce_window) {
+    } else if (const FlowRecent* it = m_flow_recent.find(key);
+               it && it->addr == addr && it->bytes == bytes && it->run == run && it->stride == stride &&
+               std::abs(t - it->issued) <= m_t.coalesce_window) {
       // Read with an identical stream in flight: delivered with it (not across the port again),
       // at this requester's pace.
-      finish = std::max(it->second.done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
+      finish = std::max(it->done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
       ++m_coalesced;
       m_bytes_coalesced += static_cast<double>(bytes);
       served = true;
@@ -527,7 +545,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     if (tracing()) trace()->complete(m_flow_track, is_write ? "wr" : "rd", ready, end - ready);
     if (!is_write && m_t.coalesce_window > 0) {
       if (m_flow_recent.size() > 65536) m_flow_recent.clear();
-      m_flow_recent[key] = FlowRecent{addr, bytes, run, stride, t, finish};
+      m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish});
     }
   }
   (is_write ? m_writes : m_reads) += static_cast<double>(requests);

@@ -18,6 +18,7 @@
 #include <tlm_utils/multi_passthrough_target_socket.h>
 
 #include "models/calendar.h"
+#include "models/flat_map.h"
 #include "models/transfer.h"
 #include "sim/engine/component.h"
 
@@ -95,8 +96,11 @@ class Lpddr5 : public Component {
     int64_t next = -1;      // for a full bin: a later bin to look at first (path-compressed)
   };
   struct Channel {
-    // A ring of bins covering [first_bin, end_bin); older bins are forgotten (history).
+    // A ring of bins covering [first_bin, end_bin), at most `kept` of them; older bins are
+    // forgotten (history). Bin i sits at ring[i & mask] (the ring's size is a power of two, at
+    // least `kept`).
     std::vector<Bin> ring;
+    int64_t kept = 0, mask = 0;
     int64_t first_bin = 0, end_bin = 0;
     bool started = false;
     double refresh_offset = 0;
@@ -109,7 +113,7 @@ class Lpddr5 : public Component {
   void b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned int transport_dbg(int id, tlm::tlm_generic_payload& trans);
   // The bank a channel-local address falls in, and its row.
-  uint32_t bank_of(uint64_t local, int64_t& row) const;
+  inline uint32_t bank_of(uint64_t local, int64_t& row) const;  // defined in lpddr5.cpp, its only user
   double channel_access(uint32_t ch, uint64_t local, uint64_t bytes, bool is_write, double t_ps);
   // The bin with this index, created if new; an index older than the history is moved up to the
   // oldest bin kept.
@@ -141,8 +145,8 @@ class Lpddr5 : public Component {
   // Forgets calendar bins that ended before the current simulated time.
   void prune_calendars();
   int64_t m_pruned_to = INT64_MIN;
-  struct FlowRecent { uint64_t addr, bytes, run, stride; double issued, done; };
-  std::unordered_map<uint64_t, FlowRecent> m_flow_recent;
+  struct FlowRecent { uint64_t addr = 0, bytes = 0, run = 0, stride = 0; double issued = 0, done = 0; };
+  FlatMap<FlowRecent> m_flow_recent;
   TraceWriter::TrackId m_flow_track = 0;
   double m_mix[2] = {0, 0};  // recent read and write traffic (EWMA), flow model
   double m_mix_t = 0;
@@ -166,8 +170,8 @@ class Lpddr5 : public Component {
   Scalar& m_bytes_written;
   Scalar& m_coalesced;
   Scalar& m_bytes_coalesced;
-  struct Recent { uint64_t addr, bytes; double issued, done; };
-  std::unordered_map<uint64_t, Recent> m_recent;
+  struct Recent { uint64_t addr = 0, bytes = 0; double issued = 0, done = 0; };
+  FlatMap<Recent> m_recent;
   Scalar& m_last_done;
 };
 

@@ -1,0 +1,111 @@
+// A map from 64-bit keys to small values, for the memory model's tables of recent reads (read
+// coalescing). Behaves exactly as std::unordered_map<uint64_t, V> for the operations it offers
+// (find, insert or overwrite, erase, size, clear), but keeps its entries in one flat array with
+// linear probing: one cache line per lookup instead of a bucket and a node, no allocation per
+// insertion, and clear() in constant time (a generation count marks which slots are live).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace vspyre {
+
+template <typename V>
+class FlatMap {
+ public:
+  // `expected`: how many entries the map is expected to hold at most (it grows past that, at a cost).
+  explicit FlatMap(size_t expected = 64) {
+    size_t cap = 16;
+    while (cap < 2 * expected) cap *= 2;
+    m_slots.assign(cap, Slot{});
+    m_mask = cap - 1;
+  }
+
+  size_t size() const { return m_size; }
+
+  // The value stored under `key`, or null.
+  V* find(uint64_t key) {
+    for (size_t i = home(key);; i = (i + 1) & m_mask) {
+      Slot& s = m_slots[i];
+      if (s.gen != m_gen) return nullptr;
+      if (s.key == key) return &s.value;
+    }
+  }
+
+  // Stores `value` under `key`, replacing what was there.
+  void insert_or_assign(uint64_t key, const V& value) {
+    if (2 * (m_size + 1) > m_slots.size()) grow();
+    for (size_t i = home(key);; i = (i + 1) & m_mask) {
+      Slot& s = m_slots[i];
+      if (s.gen != m_gen) {
+        s = Slot{key, m_gen, value};
+        ++m_size;
+        return;
+      }
+      if (s.key == key) {
+        s.value = value;
+        return;
+      }
+    }
+  }
+
+  // Removes `key` if present (backward-shift deletion: no tombstones, probe chains stay short).
+  void erase(uint64_t key) {
+    size_t i = home(key);
+    for (;; i = (i + 1) & m_mask) {
+      const Slot& s = m_slots[i];
+      if (s.gen != m_gen) return;
+      if (s.key == key) break;
+    }
+    // Move later entries of the chain back into the hole when their home allows it.
+    for (size_t j = (i + 1) & m_mask;; j = (j + 1) & m_mask) {
+      Slot& s = m_slots[j];
+      if (s.gen != m_gen) break;
+      const size_t h = home(s.key);
+      // s may move to i when i lies cyclically in [h, j).
+      if (((j - h) & m_mask) >= ((j - i) & m_mask)) {
+        m_slots[i] = s;
+        i = j;
+      }
+    }
+    m_slots[i].gen = m_gen - 1;  // dead (never equals the current generation)
+    --m_size;
+  }
+
+  void clear() {
+    m_size = 0;
+    if (++m_gen == 0) {  // generations wrapped: really clear, so no old slot looks live
+      for (Slot& s : m_slots) s.gen = 0;
+      m_gen = 1;
+    }
+  }
+
+ private:
+  struct Slot {
+    uint64_t key = 0;
+    uint32_t gen = 0;  // live when equal to m_gen
+    V value{};
+  };
+  size_t home(uint64_t key) const {
+    // Fibonacci hashing: the keys are products of addresses, whose low bits repeat.
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) & m_mask;
+  }
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(m_slots);
+    const uint32_t g = m_gen;
+    m_slots.assign(old.size() * 2, Slot{});
+    m_mask = m_slots.size() - 1;
+    m_gen = 1;
+    m_size = 0;
+    for (const Slot& s : old)
+      if (s.gen == g) insert_or_assign(s.key, s.value);
+  }
+
+  std::vector<Slot> m_slots;
+  size_t m_mask = 0;
+  size_t m_size = 0;
+  uint32_t m_gen = 1;
+};
+
+}  // namespace vspyre
