@@ -105,6 +105,7 @@ void Core::load(std::vector<CoreOp> program, double start_ps) {
   m_remaining = m_program.size();
   m_start_ps = start_ps;
   m_finish_ps = start_ps;
+  m_quantum_ps = tlm_utils::tlm_quantumkeeper::get_global_quantum().to_seconds() * 1e12;
 }
 
 void Core::check_lx(uint64_t bytes, const std::string& what) const {
@@ -157,10 +158,14 @@ void Core::finish_op(uint32_t i, double start, double end) {
 
 namespace {
 // Temporal decoupling: a thread may run ahead of simulated time by up to the global quantum.
-void sync_if_ahead(double t_ps) {
+// `quantum_ps`: the global quantum in ps (Core::load reads it). Returns the simulated time after.
+double sync_if_ahead(double t_ps, double quantum_ps) {
   const double now = now_ps();
-  if (t_ps - now > tlm_utils::tlm_quantumkeeper::get_global_quantum().to_seconds() * 1e12)
+  if (t_ps - now > quantum_ps) {
     sc_core::wait(sc_core::sc_time(t_ps - now, sc_core::SC_PS));
+    return now_ps();
+  }
+  return now;
 }
 }  // namespace
 
@@ -175,7 +180,7 @@ double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_q
   const uint64_t pieces = dma_repeats(op.outer);
   for (uint64_t p = 0; p < pieces; ++p) {
     // Each piece is its own descriptor: its requests start when the previous piece is done.
-    if (p > 0) sync_if_ahead(t);
+    if (p > 0) sync_if_ahead(t, m_quantum_ps);
     t = run_dma_piece(op, op.addr + dma_piece_offset(op.outer, p), is_write, t);
   }
   (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * pieces);
@@ -207,7 +212,7 @@ double Core::run_dma_piece(const CoreOp& op, uint64_t base_addr, bool is_write, 
     // A request leaves when an outstanding slot has come back and the issue port is free.
     const double issue = std::max(next_issue, window[i % m_dma_outstanding]);
     next_issue = issue + m_dma_issue_ps;
-    sync_if_ahead(issue);
+    const double base = sync_if_ahead(issue, m_quantum_ps);
     uint64_t addr = 0;
     const uint64_t len = request(i, addr);
     if (len == 0) continue;
@@ -217,7 +222,6 @@ double Core::run_dma_piece(const CoreOp& op, uint64_t base_addr, bool is_write, 
     trans.set_data_length(static_cast<unsigned>(len));
     trans.set_streaming_width(static_cast<unsigned>(len));
     trans.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-    const double base = now_ps();
     sc_core::sc_time delay(issue - base, sc_core::SC_PS);
     mem->b_transport(trans, delay);
     if (trans.is_response_error()) {
@@ -237,7 +241,7 @@ double Core::run_dma_piece(const CoreOp& op, uint64_t base_addr, bool is_write, 
 double Core::run_dma_stream(const CoreOp& op, bool is_write, double t) {
   // Flow mode: the whole operation is one transaction; the memory places it as a stream.
   if (op.bytes == 0) return t;  // nothing to move (as in request mode: no request is issued)
-  sync_if_ahead(t);
+  sync_if_ahead(t, m_quantum_ps);
   tlm::tlm_generic_payload trans;
   TransferExt ext;
   ext.src = id();
@@ -344,7 +348,7 @@ void Core::engine_thread(Engine e) {
       }
       finish_op(i, start, end);
       t = end;
-      sync_if_ahead(t);
+      sync_if_ahead(t, m_quantum_ps);
     }
   }
 }

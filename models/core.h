@@ -111,6 +111,7 @@ class Core : public Component {
   size_t m_remaining = 0;
   uint64_t m_generation = 0;  // bumped per load(), so an engine never misses a start
   double m_start_ps = 0, m_finish_ps = 0;
+  double m_quantum_ps = 0;  // the global quantum when the program was loaded
   sc_core::sc_event m_go, m_op_done;
   Scalar* m_busy[kEngineCount];
   Scalar* m_ops[kEngineCount];

@@ -97,6 +97,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
     ch.mask = slots - 1;
     // Channels refresh staggered across the interval so they never all stop at once.
     ch.refresh_offset = m_t.t_refi * (c + 1) / m_t.channels;
+    ch.refresh_epoch = FloorDiv(m_t.t_refi);
     StatGroup& g = stats().group("channel_" + std::to_string(c));
     ch.bytes_read = &g.scalar("bytes_read", "B", "bytes read on this channel");
     ch.bytes_written = &g.scalar("bytes_written", "B", "bytes written on this channel");
@@ -104,6 +105,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   }
   if (tracing()) m_flow_track = trace()->track("memory", "streams");
   const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
+  m_min_free = min_free;
   m_flow = std::make_unique<BinCalendar>(m_t.bin, static_cast<double>(m_t.channels), min_free, [this](int64_t k) {
     double cap = 0;
     for (const Channel& ch : m_channels) cap += bin_capacity(ch, k);
@@ -155,8 +157,7 @@ double Lpddr5::bin_capacity(const Channel& ch, int64_t index) const {
   return std::max(0.0, cap);
 }
 
-Lpddr5::Bin& Lpddr5::bin_at(Channel& ch, int64_t& index) {
-  if (index < ch.end_bin && index >= ch.first_bin) return ch.ring[static_cast<size_t>(index & ch.mask)];
+Lpddr5::Bin& Lpddr5::new_bin_at(Channel& ch, int64_t& index) {
   if (!ch.started) {
     ch.started = true;
     ch.first_bin = ch.end_bin = index;
@@ -170,12 +171,26 @@ Lpddr5::Bin& Lpddr5::bin_at(Channel& ch, int64_t& index) {
   return ch.ring[static_cast<size_t>(index & ch.mask)];
 }
 
-int64_t Lpddr5::first_open(Channel& ch, int64_t index) {
-  const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
+int64_t Lpddr5::first_open(Channel& ch, int64_t index, Bin*& bin) {
+  const double min_free = m_min_free;
   int64_t j = index;
+  {
+    Bin& b = bin_at(ch, j);
+    // Usually the bin asked for is open: nothing to skip, nothing to compress. (When `index` was
+    // older than the history, bin_at moved j up to the oldest bin kept; the loop below would only
+    // set that open bin's `next` to itself, which means the same as none.)
+    if (b.free >= min_free) {
+      bin = &b;
+      return j;
+    }
+    j = b.next > j ? b.next : j + 1;
+  }
   for (;;) {
     Bin& b = bin_at(ch, j);
-    if (b.free >= min_free) break;
+    if (b.free >= min_free) {
+      bin = &b;
+      break;
+    }
     j = b.next > j ? b.next : j + 1;
   }
   // Path compression: every full bin visited now points straight at the answer.
@@ -190,13 +205,13 @@ int64_t Lpddr5::first_open(Channel& ch, int64_t index) {
 
 double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, bool is_write) {
   auto idx = static_cast<int64_t>(std::floor(ready / m_t.bin));
-  const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
   double left = need;
   const double per_byte = bytes ? need / static_cast<double>(bytes) : 0.0;
   for (;; ++idx) {
     // Skip bins with less than one stick's bus time left: full for every practical purpose.
-    idx = first_open(ch, idx);
-    Bin& b = bin_at(ch, idx);
+    Bin* bp = nullptr;
+    idx = first_open(ch, idx, bp);
+    Bin& b = *bp;
     const double lo = static_cast<double>(idx) * m_t.bin;
     // A request ready in the middle of a bin can use only the part of it after `ready`.
     const double usable = std::min(b.free, lo + m_t.bin - std::max(lo, ready));
@@ -207,16 +222,18 @@ double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, boo
     const double other = is_write ? b.rd : b.wr;
     const double moved = per_byte > 0 ? take / per_byte : 0.0;
     // Turnaround pairs grow with the smaller direction's bytes; counted as an average, so the
-    // result does not depend on the bin length.
-    const double pairs = std::min(mine + moved, other) / static_cast<double>(m_t.write_batch);
+    // result does not depend on the bin length. (None while the bin carries only this direction.)
+    const double pairs = other > 0 ? std::min(mine + moved, other) / static_cast<double>(m_t.write_batch) : 0.0;
     double extra = 0;
     if (pairs > b.pairs) extra = (pairs - b.pairs) * turnaround_pair_ps(m_t);
     if (take + extra > usable) {
       // Not all of it fits: move what fits, pay the turnaround here, continue in the next bin.
       take = std::max(0.0, usable - extra);
       if (take <= 0) continue;
+      mine += per_byte > 0 ? take / per_byte : 0.0;
+    } else {
+      mine += moved;
     }
-    mine += per_byte > 0 ? take / per_byte : 0.0;
     if (pairs > b.pairs) {
       m_turnarounds += pairs - b.pairs;
       b.pairs = pairs;
@@ -260,10 +277,16 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
   while (bytes > 0) {
     const uint64_t in_row =
         std::min<uint64_t>(bytes, m_t.row_bytes - (m_pow2 ? local & (m_t.row_bytes - 1) : local % m_t.row_bytes));
-    int64_t row = 0;
-    Bank& bank = ch.banks[bank_of(local, row)];
+    // A request spreads over the channels at one channel-local address: the bank and row are
+    // those of the previous channel's piece more often than not.
+    if (local != m_bank_memo_local) {
+      m_bank_memo_local = local;
+      m_bank_memo = bank_of(local, m_bank_memo_row);
+    }
+    const int64_t row = m_bank_memo_row;
+    Bank& bank = ch.banks[m_bank_memo];
     // A refresh since the bank's last use closed its row.
-    const double epoch = std::floor((t - ch.refresh_offset) / m_t.t_refi);
+    const double epoch = ch.refresh_epoch(t - ch.refresh_offset);
     const bool hit = bank.open_row == row && bank.last_refresh_epoch == epoch;
     const double data = static_cast<double>(in_row) * m_t.ps_per_byte;
     // A miss occupies the bus for the part of precharge + activate the controller cannot hide;

@@ -19,6 +19,7 @@
 
 #include "models/calendar.h"
 #include "models/flat_map.h"
+#include "models/floor_div.h"
 #include "models/transfer.h"
 #include "sim/engine/component.h"
 
@@ -104,6 +105,7 @@ class Lpddr5 : public Component {
     int64_t first_bin = 0, end_bin = 0;
     bool started = false;
     double refresh_offset = 0;
+    FloorDiv refresh_epoch;  // floor((t - refresh_offset) / t_refi)
     std::vector<Bank> banks;
     Scalar* bytes_read = nullptr;
     Scalar* bytes_written = nullptr;
@@ -117,11 +119,16 @@ class Lpddr5 : public Component {
   double channel_access(uint32_t ch, uint64_t local, uint64_t bytes, bool is_write, double t_ps);
   // The bin with this index, created if new; an index older than the history is moved up to the
   // oldest bin kept.
-  Bin& bin_at(Channel& ch, int64_t& index);
+  Bin& bin_at(Channel& ch, int64_t& index) {
+    if (index < ch.end_bin && index >= ch.first_bin) return ch.ring[static_cast<size_t>(index & ch.mask)];
+    return new_bin_at(ch, index);
+  }
+  Bin& new_bin_at(Channel& ch, int64_t& index);
   double bin_capacity(const Channel& ch, int64_t index) const;
   // Places `need` ps of bus work no earlier than `ready`; returns when it ends.
   // The first bin at or after `index` with bus time left.
-  int64_t first_open(Channel& ch, int64_t index);
+  int64_t first_open(Channel& ch, int64_t index, Bin*& bin);
+  double m_min_free = 0;  // a bin with less bus time left than one stick's counts as full
   double place(Channel& ch, double ready, double need, uint64_t bytes, bool is_write);
 
   // Flow mode: one calendar for the whole device (capacity: every channel's bus time in the bin,
@@ -161,6 +168,10 @@ class Lpddr5 : public Component {
   std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> m_pages;
   struct Seg { uint64_t local = 0, bytes = 0; bool used = false; };
   std::vector<Seg> m_segs;  // per-channel scratch for access()
+  // bank_of() of the last channel-local address channel_access() looked up.
+  uint64_t m_bank_memo_local = UINT64_MAX;
+  uint32_t m_bank_memo = 0;
+  int64_t m_bank_memo_row = 0;
   Scalar& m_reads;
   Scalar& m_writes;
   Scalar& m_row_hits;
