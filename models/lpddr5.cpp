@@ -502,18 +502,63 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       }
     }
   };
+  // The same walk for power-of-two geometry (every preset), with the per-channel arithmetic in
+  // shifts and masks worked out once per run, and the bank of a row looked up once for all the
+  // channels whose share of the run lies in that row.
+  auto walk_run_p2 = [&](uint64_t a0, uint64_t len, bool count) {
+    const uint64_t ilm = il - 1, nchm = nch - 1;
+    const uint64_t a1 = a0 + len - 1;
+    const uint64_t s0 = a0 >> il_sh, s1 = a1 >> il_sh;
+    const uint64_t c_begin = s1 - s0 + 1 < nch ? (s0 & nchm) : 0;
+    const uint64_t c_count = std::min<uint64_t>(nch, s1 - s0 + 1);
+    const uint64_t s0m = s0 & nchm, s1m = s1 & nchm, a0m = a0 & ilm, a1m = a1 & ilm;
+    uint64_t memo_k = UINT64_MAX;
+    uint32_t memo_bank = 0;
+    int64_t memo_row = 0;
+    for (uint64_t ci = 0; ci < c_count; ++ci) {
+      const uint64_t c = (c_begin + ci) & nchm;
+      const uint64_t sf = s0 + ((c + nch - s0m) & nchm);  // first stripe of channel c in the run
+      const uint64_t sl = s1 - ((s1m + nch - c) & nchm);  // last
+      const uint64_t lo = ((sf >> nch_sh) << il_sh) + (sf == s0 ? a0m : 0);
+      const uint64_t hi = ((sl >> nch_sh) << il_sh) + (sl == s1 ? a1m : ilm);
+      Bank* banks = m_channels[c].banks.data();
+      for (uint64_t k = lo >> rb_sh, k_end = hi >> rb_sh; k <= k_end; ++k) {
+        if (k != memo_k) {
+          memo_k = k;
+          memo_bank = bank_of(k << rb_sh, memo_row);
+        }
+        const int64_t row = memo_row;
+        Bank& bank = banks[memo_bank];
+        const bool hit = bank.open_row == row;
+        if (count) {
+          ++chunks;
+          if (!hit) {
+            ++misses;
+            const double close = bank.open_row >= 0 ? m_t.t_rp + (bank.written ? m_t.t_wr : 0.0) : 0.0;
+            exposed_sum += std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
+          }
+        }
+        bank.written = is_write || (hit && bank.written);
+        bank.open_row = row;
+      }
+    }
+  };
+  auto walk = [&](uint64_t a0, uint64_t len, bool count) {
+    if (p2) walk_run_p2(a0, len, count);
+    else walk_run(a0, len, count);
+  };
   constexpr uint64_t kSampleRuns = 16;
   const uint64_t walked = std::min(runs, kSampleRuns);
   for (uint64_t r = 0; r < walked; ++r) {
     uint64_t len = 0;
     const uint64_t a0 = run_at(r, len);
-    if (len) walk_run(a0, len, true);
+    if (len) walk(a0, len, true);
     sampled_bytes += len;
   }
   if (runs > walked) {
     uint64_t len = 0;
     const uint64_t a0 = run_at(runs - 1, len);
-    if (len) walk_run(a0, len, false);
+    if (len) walk(a0, len, false);
   }
   const double scale = sampled_bytes ? static_cast<double>(bytes) / static_cast<double>(sampled_bytes) : 0.0;
   const double n_miss = static_cast<double>(misses) * scale, n_pieces = static_cast<double>(chunks) * scale;
