@@ -38,8 +38,11 @@ class BinCalendar {
     auto idx = static_cast<int64_t>(std::floor(ready / m_bin));
     // Every bin before m_open_from is full: start there at the earliest.
     for (idx = std::max(idx, m_open_from);; ++idx) {
-      idx = first_open(idx);
       Bin& b = at(idx);
+      if (b.free < m_min_free) {
+        if (idx == m_open_from) ++m_open_from;
+        continue;
+      }
       const double lo = static_cast<double>(idx) * m_bin;
       const double start = std::max(lo, ready);
       const double usable = std::min(b.free, (lo + m_bin - start) * rate);
@@ -61,35 +64,13 @@ class BinCalendar {
  private:
   struct Bin {
     double cap = 0, free = 0;
-    int64_t next = -1;  // for a full bin: a later bin to look at first (every bin before it is full)
   };
-  // The first bin at or after `index` with time left (a bin with less than min_free counts as
-  // full), skipping runs of full bins by their `next` and pointing every full bin passed straight
-  // at the answer (bins never gain time, so a run of full bins stays full). Every bin before
-  // m_open_from is full: when the search starts there, m_open_from moves up to the answer, as a
-  // bin-by-bin scan advancing it past each full bin would.
-  int64_t first_open(int64_t index) {
-    int64_t j = index;
-    for (;;) {
-      const Bin& b = at(j);
-      if (b.free >= m_min_free) break;
-      j = b.next > j ? b.next : j + 1;
-    }
-    if (index == m_open_from) m_open_from = j;
-    for (int64_t k = index; k < j;) {
-      Bin& b = at(k);
-      const int64_t nk = b.next > k ? b.next : k + 1;
-      b.next = j;
-      k = nk;
-    }
-    return j;
-  }
   Bin& at(int64_t& index) {
     // Bins before the first kept one are gone: work aimed there starts at the first.
     if (index < m_first) index = m_first;
     while (index >= m_first + static_cast<int64_t>(m_bins.size())) {
       const double cap = m_capacity(m_first + static_cast<int64_t>(m_bins.size()));
-      m_bins.push_back(Bin{cap, cap, -1});
+      m_bins.push_back(Bin{cap, cap});
     }
     return m_bins[static_cast<size_t>(index - m_first)];
   }

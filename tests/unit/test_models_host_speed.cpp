@@ -1,16 +1,13 @@
 // The host-speed helpers of the memory model must give exactly what the plain computations they
 // replace give: FlatMap against std::unordered_map under the memory model's pattern of use, and
-// FloorDiv against std::floor(x / d), boundaries included; BinCalendar against a bin-by-bin scan.
+// FloorDiv against std::floor(x / d), boundaries included.
 #include "catch.h"
 
 #include <cmath>
 #include <cstdint>
 #include <random>
-#include <deque>
-#include <functional>
 #include <unordered_map>
 
-#include "models/calendar.h"
 #include "models/flat_map.h"
 #include "models/floor_div.h"
 
@@ -99,90 +96,6 @@ TEST_CASE("FloorDiv equals std::floor of the quotient, at and around every bound
         REQUIRE(f(y) == std::floor(y / d));
         y = std::nextafter(y, inf);
       }
-    }
-  }
-}
-
-namespace {
-// BinCalendar as it was before full bins were skipped by pointer: every bin visited in turn.
-class ScanCalendar {
- public:
-  ScanCalendar(double bin, double width, double min_free, std::function<double(int64_t)> capacity)
-      : m_bin(bin), m_width(width), m_min_free(min_free), m_capacity(std::move(capacity)) {}
-  void prune_before(int64_t index) {
-    while (!m_bins.empty() && m_first < index) {
-      m_bins.pop_front();
-      ++m_first;
-    }
-    if (m_bins.empty()) m_first = std::max(m_first, index);
-    m_open_from = std::max(m_open_from, m_first);
-  }
-  double place(double ready, double need, double rate) {
-    rate = std::min(rate, m_width);
-    double left = need;
-    auto idx = static_cast<int64_t>(std::floor(ready / m_bin));
-    for (idx = std::max(idx, m_open_from);; ++idx) {
-      Bin& b = at(idx);
-      if (b.free < m_min_free) {
-        if (idx == m_open_from) ++m_open_from;
-        continue;
-      }
-      const double lo = static_cast<double>(idx) * m_bin;
-      const double start = std::max(lo, ready);
-      const double usable = std::min(b.free, (lo + m_bin - start) * rate);
-      if (usable <= 0) continue;
-      const double take = std::min(usable, left);
-      b.free -= take;
-      left -= take;
-      if (b.free < m_min_free && idx == m_open_from) ++m_open_from;
-      if (left <= 1e-9) {
-        const double end = std::max(lo + (b.cap - b.free) / m_width, start + take / rate);
-        return std::max(end, ready + need / rate);
-      }
-    }
-  }
-
- private:
-  struct Bin {
-    double cap = 0, free = 0;
-  };
-  Bin& at(int64_t& index) {
-    if (index < m_first) index = m_first;
-    while (index >= m_first + static_cast<int64_t>(m_bins.size())) {
-      const double cap = m_capacity(m_first + static_cast<int64_t>(m_bins.size()));
-      m_bins.push_back(Bin{cap, cap});
-    }
-    return m_bins[static_cast<size_t>(index - m_first)];
-  }
-  double m_bin, m_width, m_min_free;
-  std::function<double(int64_t)> m_capacity;
-  std::deque<Bin> m_bins;
-  int64_t m_first = 0, m_open_from = 0;
-};
-}  // namespace
-
-TEST_CASE("BinCalendar skipping full bins places work exactly as a bin-by-bin scan", "[models][host_speed]") {
-  // A device-wide calendar (16 wide, some bins with downtime) and a port (1 wide), loaded far past
-  // saturation by streams arriving out of order, with the calendar pruned as time moves on.
-  for (const double width : {16.0, 1.0}) {
-    auto cap = [width](int64_t k) { return (k % 7 == 3 ? 0.6 : 1.0) * 1e6 * width; };
-    BinCalendar fast(1e6, width, 128 * 0.3, cap);
-    ScanCalendar slow(1e6, width, 128 * 0.3, cap);
-    std::mt19937_64 rng(5);
-    double now = 0;
-    for (int i = 0; i < 20000; ++i) {
-      now += std::uniform_real_distribution<double>(0, 2e4)(rng);
-      const double ready = now + std::uniform_real_distribution<double>(-5e4, 3e5)(rng);
-      const double need = std::uniform_real_distribution<double>(1e3, 4e6)(rng) * width / 16;
-      const double rate = std::uniform_real_distribution<double>(0.05, 20)(rng);
-      if (i % 100 == 0) {
-        const auto k = static_cast<int64_t>(std::floor(now / 1e6)) - 1;
-        fast.prune_before(k);
-        slow.prune_before(k);
-      }
-      const double a = fast.place(std::max(0.0, ready), need, rate);
-      const double b = slow.place(std::max(0.0, ready), need, rate);
-      REQUIRE(a == b);
     }
   }
 }
