@@ -89,7 +89,10 @@ class Core : public Component {
  private:
   void engine_thread(Engine e);
   double run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper& qk);
-  double run_dma_piece(const CoreOp& op, uint64_t addr, bool is_write, double t);
+  // One piece of a DMA operation; `trans` and `window` (outstanding slots) are the operation's.
+  // `next_piece`: where the next piece starts (null for the last).
+  double run_dma_piece(const CoreOp& op, uint64_t addr, bool is_write, double t, tlm::tlm_generic_payload& trans,
+                       std::vector<double>& window, const uint64_t* next_piece);
   double run_dma_stream(const CoreOp& op, bool is_write, double t);
   double run_ring(const CoreOp& op, double t, tlm_utils::tlm_quantumkeeper& qk);
   void finish_op(uint32_t i, double start, double end);

@@ -5,8 +5,13 @@
 // insertion, and clear() in constant time (a generation count marks which slots are live).
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
-#include <vector>
+#include <memory>
+#include <new>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 namespace vspyre {
 
@@ -17,14 +22,15 @@ class FlatMap {
   explicit FlatMap(size_t expected = 64) {
     size_t cap = 16;
     while (cap < 2 * expected) cap *= 2;
-    m_slots.assign(cap, Slot{});
-    m_mask = cap - 1;
+    allocate(cap);
   }
 
   size_t size() const { return m_size; }
 
   // A hint that `key` will be looked up soon: starts loading its slot (no effect on the contents).
   void prefetch(uint64_t key) const { __builtin_prefetch(&m_slots[home(key)]); }
+
+  size_t capacity() const { return m_mask + 1; }
 
   // The value stored under `key`, or null.
   V* find(uint64_t key) {
@@ -37,7 +43,7 @@ class FlatMap {
 
   // Stores `value` under `key`, replacing what was there.
   void insert_or_assign(uint64_t key, const V& value) {
-    if (2 * (m_size + 1) > m_slots.size()) grow();
+    if (2 * (m_size + 1) > capacity()) grow();
     for (size_t i = home(key);; i = (i + 1) & m_mask) {
       Slot& s = m_slots[i];
       if (s.gen != m_gen) {
@@ -78,7 +84,7 @@ class FlatMap {
   void clear() {
     m_size = 0;
     if (++m_gen == 0) {  // generations wrapped: really clear, so no old slot looks live
-      for (Slot& s : m_slots) s.gen = 0;
+      for (size_t i = 0; i <= m_mask; ++i) m_slots[i].gen = 0;
       m_gen = 1;
     }
   }
@@ -94,18 +100,37 @@ class FlatMap {
     return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) & m_mask;
   }
   void grow() {
-    std::vector<Slot> old;
-    old.swap(m_slots);
+    const size_t old_cap = m_mask + 1;
+    std::unique_ptr<Slot[], Free> old = std::move(m_slots);
     const uint32_t g = m_gen;
-    m_slots.assign(old.size() * 2, Slot{});
-    m_mask = m_slots.size() - 1;
+    allocate(old_cap * 2);
     m_gen = 1;
     m_size = 0;
-    for (const Slot& s : old)
-      if (s.gen == g) insert_or_assign(s.key, s.value);
+    for (size_t i = 0; i < old_cap; ++i)
+      if (old[i].gen == g) insert_or_assign(old[i].key, old[i].value);
   }
+  // A table of megabytes is looked up at random, a TLB miss per lookup on 4 KiB pages: large tables
+  // ask for transparent huge pages.
+  void allocate(size_t cap) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    size_t bytes = cap * sizeof(Slot);
+    const size_t align = bytes >= kHuge ? kHuge : alignof(Slot) > 64 ? alignof(Slot) : 64;
+    bytes = (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, bytes);
+    if (!p) throw std::bad_alloc();
+#ifdef __linux__
+    if (align == kHuge) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    Slot* slots = static_cast<Slot*>(p);
+    for (size_t i = 0; i < cap; ++i) new (&slots[i]) Slot{};
+    m_slots.reset(slots);
+    m_mask = cap - 1;
+  }
+  struct Free {
+    void operator()(Slot* p) const { std::free(p); }  // Slot is trivially destructible
+  };
 
-  std::vector<Slot> m_slots;
+  std::unique_ptr<Slot[], Free> m_slots;
   size_t m_mask = 0;
   size_t m_size = 0;
   uint32_t m_gen = 1;

@@ -382,9 +382,13 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   }
   const double finish = done + m_t.t_frontend;
   m_last_done.max_with(finish);
-  // A DMA engine's next request usually continues where this one ends; it comes after the other
-  // cores' requests, by when its table slot (a cache miss: the table spans megabytes) has arrived.
-  if (m_t.coalesce_window > 0) m_recent.prefetch((addr + bytes) * 1315423911ull ^ bytes);
+  // The sender's next request (as it announces it, or else where this one ends) comes after the
+  // other cores' requests, by when its table slot (a cache miss: the table spans megabytes) has
+  // arrived.
+  if (m_t.coalesce_window > 0) {
+    if (src && src->next_bytes) m_recent.prefetch(src->next_addr * 1315423911ull ^ src->next_bytes);
+    else m_recent.prefetch((addr + bytes) * 1315423911ull ^ bytes);
+  }
   if (!is_write && m_t.coalesce_window > 0) {
     if (m_recent.size() > 65536) m_recent.clear();  // bounded: only recent reads can coalesce
     m_recent.insert_or_assign(addr * 1315423911ull ^ bytes, Recent{addr, bytes, t, finish});
