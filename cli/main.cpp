@@ -29,6 +29,7 @@
 #include "sim/exec/exec.h"
 #include "sim/exec/npy.h"
 #include "sim/exec/reference.h"
+#include "sim/ops/ops.h"
 #include "sim/plan/lower.h"
 
 namespace vspyre {
@@ -478,6 +479,8 @@ int cmd_run(Args a) {
 
 int run(int argc, char** argv) {
   Args a = parse_args(argc, argv);
+  // Timing only: no GEMM in this process, so OpenBLAS's spinning worker threads go at once.
+  if (a.command == "describe" || a.command == "probe" || (a.command == "run" && a.no_data)) ops::release_blas_threads();
   if (!a.debug.empty()) enable_debug(a.debug, "--debug");
   if (const char* env = std::getenv("VSPYRE_DEBUG"); env && *env) enable_debug(env, "VSPYRE_DEBUG");
   if (a.command == "--version") {

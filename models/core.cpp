@@ -97,12 +97,15 @@ void Core::load(std::vector<CoreOp> program, double start_ps) {
         throw std::invalid_argument(path() + ": operation " + std::to_string(i) +
                                     " depends on a later operation " + std::to_string(d));
   m_program = std::move(program);
+  for (auto& v : m_by_engine) v.clear();
+  for (uint32_t i = 0; i < m_program.size(); ++i) m_by_engine[static_cast<int>(m_program[i].engine)].push_back(i);
   ++m_generation;
   m_results.assign(m_program.size(), OpResult{});
   m_done.assign(m_program.size(), 0);
   m_remaining = m_program.size();
   m_start_ps = start_ps;
   m_finish_ps = start_ps;
+  m_quantum_ps = tlm_utils::tlm_quantumkeeper::get_global_quantum().to_seconds() * 1e12;
 }
 
 void Core::check_lx(uint64_t bytes, const std::string& what) const {
@@ -155,10 +158,14 @@ void Core::finish_op(uint32_t i, double start, double end) {
 
 namespace {
 // Temporal decoupling: a thread may run ahead of simulated time by up to the global quantum.
-void sync_if_ahead(double t_ps) {
+// `quantum_ps`: the global quantum in ps (Core::load reads it). Returns the simulated time after.
+double sync_if_ahead(double t_ps, double quantum_ps) {
   const double now = now_ps();
-  if (t_ps - now > tlm_utils::tlm_quantumkeeper::get_global_quantum().to_seconds() * 1e12)
+  if (t_ps - now > quantum_ps) {
     sc_core::wait(sc_core::sc_time(t_ps - now, sc_core::SC_PS));
+    return now_ps();
+  }
+  return now;
 }
 }  // namespace
 
@@ -171,16 +178,34 @@ static std::string hex_addr(uint64_t a) {
 double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper&) {
   if (m_dma_flow) return run_dma_stream(op, is_write, t);
   const uint64_t pieces = dma_repeats(op.outer);
+  // One transaction object for every request of the operation (each request sets every field the
+  // memory reads); an operation of many small pieces no longer builds one per piece.
+  tlm::tlm_generic_payload trans;
+  TransferExt ext;
+  ext.src = id();
+  trans.set_extension(&ext);
+  struct Detach {
+    tlm::tlm_generic_payload& trans;
+    TransferExt& ext;
+    ~Detach() { trans.clear_extension(&ext); }
+  } detach{trans, ext};
+  std::vector<double> window;  // when each outstanding request slot comes back
   for (uint64_t p = 0; p < pieces; ++p) {
     // Each piece is its own descriptor: its requests start when the previous piece is done.
-    if (p > 0) sync_if_ahead(t);
-    t = run_dma_piece(op, op.addr + dma_piece_offset(op.outer, p), is_write, t);
+    if (p > 0) sync_if_ahead(t, m_quantum_ps);
+    // The first request of the next piece, for the memory to prepare (host speed only).
+    uint64_t next_piece = 0;
+    if (p + 1 < pieces) next_piece = op.addr + dma_piece_offset(op.outer, p + 1);
+    t = run_dma_piece(op, op.addr + dma_piece_offset(op.outer, p), is_write, t, trans, window,
+                      p + 1 < pieces ? &next_piece : nullptr);
   }
   (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * pieces);
   return t;
 }
 
-double Core::run_dma_piece(const CoreOp& op, uint64_t base_addr, bool is_write, double t) {
+double Core::run_dma_piece(const CoreOp& op, uint64_t base_addr, bool is_write, double t,
+                           tlm::tlm_generic_payload& trans, std::vector<double>& window, const uint64_t* next_piece) {
+  TransferExt& ext = *trans.get_extension<TransferExt>();
   const uint64_t req = m_dma_request;
   // Requests never cross a run: split every run into requests of at most `req` bytes.
   const uint64_t run = op.run_bytes ? op.run_bytes : op.bytes;
@@ -188,54 +213,63 @@ double Core::run_dma_piece(const CoreOp& op, uint64_t base_addr, bool is_write, 
   const uint64_t per_run = run ? (run + req - 1) / req : 0;
   const uint64_t runs = run ? (op.bytes + run - 1) / run : 0;
   const uint64_t n = runs * per_run;
-  auto request = [&](uint64_t i, uint64_t& addr) {
-    const uint64_t r = i / per_run, k = i % per_run;
-    const uint64_t run_len = std::min(run, op.bytes - r * run);
-    if (k * req >= run_len) return uint64_t{0};
-    addr = base_addr + r * stride + k * req;
-    return std::min(req, run_len - k * req);
-  };
-  std::vector<double> window(m_dma_outstanding, t);
+  // Request i is request k of run r (i = r * per_run + k) and uses outstanding slot i % outstanding:
+  // all three stepped along with i.
+  window.assign(m_dma_outstanding, t);
   double next_issue = t, last = t;
-  tlm::tlm_generic_payload trans;
-  TransferExt ext;
-  ext.src = id();
-  trans.set_extension(&ext);
+  uint64_t r = 0, k = 0;
+  size_t slot = 0;
   for (uint64_t i = 0; i < n; ++i) {
+    const size_t s = slot;
+    const uint64_t rr = r, kk = k;
+    if (++slot == window.size()) slot = 0;
+    if (++k == per_run) {
+      k = 0;
+      ++r;
+    }
     // A request leaves when an outstanding slot has come back and the issue port is free.
-    const double issue = std::max(next_issue, window[i % m_dma_outstanding]);
+    const double issue = std::max(next_issue, window[s]);
     next_issue = issue + m_dma_issue_ps;
-    sync_if_ahead(issue);
-    uint64_t addr = 0;
-    const uint64_t len = request(i, addr);
-    if (len == 0) continue;
+    const double base = sync_if_ahead(issue, m_quantum_ps);
+    const uint64_t run_len = std::min(run, op.bytes - rr * run);
+    if (kk * req >= run_len) continue;
+    const uint64_t addr = base_addr + rr * stride + kk * req;
+    const uint64_t len = std::min(req, run_len - kk * req);
     trans.set_command(is_write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
     trans.set_address(addr);
     trans.set_data_ptr(nullptr);
     trans.set_data_length(static_cast<unsigned>(len));
     trans.set_streaming_width(static_cast<unsigned>(len));
     trans.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-    const double base = now_ps();
+    // Where the next request of this piece goes, for the memory to prepare (host speed only).
+    ext.next_bytes = 0;
+    if (i + 1 < n) {
+      const uint64_t next_run = std::min(run, op.bytes - r * run);
+      if (k * req < next_run) {
+        ext.next_addr = base_addr + r * stride + k * req;
+        ext.next_bytes = std::min(req, next_run - k * req);
+      }
+    } else if (next_piece && n > 0) {
+      ext.next_addr = *next_piece;
+      ext.next_bytes = std::min(req, std::min(run, op.bytes));
+    }
     sc_core::sc_time delay(issue - base, sc_core::SC_PS);
     mem->b_transport(trans, delay);
-    if (trans.is_response_error()) {
-      trans.clear_extension(&ext);
+    if (trans.is_response_error())
       throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " at 0x" +
                        hex_addr(addr) +
                        " of " + std::to_string(len) + " B failed: " + trans.get_response_string());
-    }
     const double done = base + delay.to_seconds() * 1e12;
-    window[i % m_dma_outstanding] = done;
+    window[s] = done;
     last = std::max(last, done);
   }
-  trans.clear_extension(&ext);
   return last;
 }
 
 double Core::run_dma_stream(const CoreOp& op, bool is_write, double t) {
   // Flow mode: the whole operation is one transaction; the memory places it as a stream.
   if (op.bytes == 0) return t;  // nothing to move (as in request mode: no request is issued)
-  sync_if_ahead(t);
+  sync_if_ahead(t, m_quantum_ps);
   tlm::tlm_generic_payload trans;
   TransferExt ext;
   ext.src = id();
@@ -318,9 +352,12 @@ void Core::engine_thread(Engine e) {
     while (seen == m_generation) sc_core::wait(m_go);
     seen = m_generation;
     double t = std::max(m_start_ps, now_ps());
-    for (uint32_t i = 0; i < m_program.size(); ++i) {
+    // By index, not iterator: a run abandoned by an error leaves this loop suspended, and the next
+    // load() replaces the lists.
+    const std::vector<uint32_t>& mine = m_by_engine[static_cast<int>(e)];
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const uint32_t i = mine[k];
       const CoreOp& op = m_program[i];
-      if (op.engine != e) continue;
       for (uint32_t d : op.deps) {
         while (!m_done[d]) sc_core::wait(m_op_done);
         t = std::max(t, m_results[d].end_ps);
@@ -339,7 +376,7 @@ void Core::engine_thread(Engine e) {
       }
       finish_op(i, start, end);
       t = end;
-      sync_if_ahead(t);
+      sync_if_ahead(t, m_quantum_ps);
     }
   }
 }

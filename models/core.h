@@ -89,7 +89,10 @@ class Core : public Component {
  private:
   void engine_thread(Engine e);
   double run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper& qk);
-  double run_dma_piece(const CoreOp& op, uint64_t addr, bool is_write, double t);
+  // One piece of a DMA operation; `trans` and `window` (outstanding slots) are the operation's.
+  // `next_piece`: where the next piece starts (null for the last).
+  double run_dma_piece(const CoreOp& op, uint64_t addr, bool is_write, double t, tlm::tlm_generic_payload& trans,
+                       std::vector<double>& window, const uint64_t* next_piece);
   double run_dma_stream(const CoreOp& op, bool is_write, double t);
   double run_ring(const CoreOp& op, double t, tlm_utils::tlm_quantumkeeper& qk);
   void finish_op(uint32_t i, double start, double end);
@@ -105,11 +108,13 @@ class Core : public Component {
   bool m_dma_flow = false;
 
   std::vector<CoreOp> m_program;
+  std::vector<uint32_t> m_by_engine[kEngineCount];  // each engine's operations, in program order
   std::vector<OpResult> m_results;
   std::vector<char> m_done;
   size_t m_remaining = 0;
   uint64_t m_generation = 0;  // bumped per load(), so an engine never misses a start
   double m_start_ps = 0, m_finish_ps = 0;
+  double m_quantum_ps = 0;  // the global quantum when the program was loaded
   sc_core::sc_event m_go, m_op_done;
   Scalar* m_busy[kEngineCount];
   Scalar* m_ops[kEngineCount];

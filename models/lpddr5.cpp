@@ -96,9 +96,14 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   for (uint32_t c = 0; c < m_t.channels; ++c) {
     Channel& ch = m_channels[c];
     ch.banks.resize(m_t.banks);
-    ch.ring.resize(static_cast<size_t>(std::ceil(m_t.history / m_t.bin)) + 2);
+    ch.kept = static_cast<int64_t>(std::ceil(m_t.history / m_t.bin)) + 2;
+    int64_t slots = 1;
+    while (slots < ch.kept) slots *= 2;
+    ch.ring.resize(static_cast<size_t>(slots));
+    ch.mask = slots - 1;
     // Channels refresh staggered across the interval so they never all stop at once.
     ch.refresh_offset = m_t.t_refi * (c + 1) / m_t.channels;
+    ch.refresh_epoch = FloorDiv(m_t.t_refi);
     StatGroup& g = stats().group("channel_" + std::to_string(c));
     ch.bytes_read = &g.scalar("bytes_read", "B", "bytes read on this channel");
     ch.bytes_written = &g.scalar("bytes_written", "B", "bytes written on this channel");
@@ -106,6 +111,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   }
   if (tracing()) m_flow_track = trace()->track("memory", "streams");
   const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
+  m_min_free = min_free;
   m_flow = std::make_unique<BinCalendar>(m_t.bin, static_cast<double>(m_t.channels), min_free, [this](int64_t k) {
     double cap = 0;
     for (const Channel& ch : m_channels) cap += bin_capacity(ch, k);
@@ -157,27 +163,40 @@ double Lpddr5::bin_capacity(const Channel& ch, int64_t index) const {
   return std::max(0.0, cap);
 }
 
-Lpddr5::Bin& Lpddr5::bin_at(Channel& ch, int64_t& index) {
-  const auto n = static_cast<int64_t>(ch.ring.size());
+Lpddr5::Bin& Lpddr5::new_bin_at(Channel& ch, int64_t& index) {
   if (!ch.started) {
     ch.started = true;
     ch.first_bin = ch.end_bin = index;
   }
   if (index < ch.first_bin) index = ch.first_bin;
   while (index >= ch.end_bin) {
-    if (ch.end_bin - ch.first_bin == n) ++ch.first_bin;
-    ch.ring[static_cast<size_t>(ch.end_bin % n)] = Bin{bin_capacity(ch, ch.end_bin)};
+    if (ch.end_bin - ch.first_bin == ch.kept) ++ch.first_bin;
+    ch.ring[static_cast<size_t>(ch.end_bin & ch.mask)] = Bin{bin_capacity(ch, ch.end_bin)};
     ++ch.end_bin;
   }
-  return ch.ring[static_cast<size_t>(index % n)];
+  return ch.ring[static_cast<size_t>(index & ch.mask)];
 }
 
-int64_t Lpddr5::first_open(Channel& ch, int64_t index) {
-  const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
+int64_t Lpddr5::first_open(Channel& ch, int64_t index, Bin*& bin) {
+  const double min_free = m_min_free;
   int64_t j = index;
+  {
+    Bin& b = bin_at(ch, j);
+    // Usually the bin asked for is open: nothing to skip, nothing to compress. (When `index` was
+    // older than the history, bin_at moved j up to the oldest bin kept; the loop below would only
+    // set that open bin's `next` to itself, which means the same as none.)
+    if (b.free >= min_free) {
+      bin = &b;
+      return j;
+    }
+    j = b.next > j ? b.next : j + 1;
+  }
   for (;;) {
     Bin& b = bin_at(ch, j);
-    if (b.free >= min_free) break;
+    if (b.free >= min_free) {
+      bin = &b;
+      break;
+    }
     j = b.next > j ? b.next : j + 1;
   }
   // Path compression: every full bin visited now points straight at the answer.
@@ -192,13 +211,13 @@ int64_t Lpddr5::first_open(Channel& ch, int64_t index) {
 
 double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, bool is_write) {
   auto idx = static_cast<int64_t>(std::floor(ready / m_t.bin));
-  const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
   double left = need;
   const double per_byte = bytes ? need / static_cast<double>(bytes) : 0.0;
   for (;; ++idx) {
     // Skip bins with less than one stick's bus time left: full for every practical purpose.
-    idx = first_open(ch, idx);
-    Bin& b = bin_at(ch, idx);
+    Bin* bp = nullptr;
+    idx = first_open(ch, idx, bp);
+    Bin& b = *bp;
     const double lo = static_cast<double>(idx) * m_t.bin;
     // A request ready in the middle of a bin can use only the part of it after `ready`.
     const double usable = std::min(b.free, lo + m_t.bin - std::max(lo, ready));
@@ -209,16 +228,18 @@ double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, boo
     const double other = is_write ? b.rd : b.wr;
     const double moved = per_byte > 0 ? take / per_byte : 0.0;
     // Turnaround pairs grow with the smaller direction's bytes; counted as an average, so the
-    // result does not depend on the bin length.
-    const double pairs = std::min(mine + moved, other) / static_cast<double>(m_t.write_batch);
+    // result does not depend on the bin length. (None while the bin carries only this direction.)
+    const double pairs = other > 0 ? std::min(mine + moved, other) / static_cast<double>(m_t.write_batch) : 0.0;
     double extra = 0;
     if (pairs > b.pairs) extra = (pairs - b.pairs) * turnaround_pair_ps(m_t);
     if (take + extra > usable) {
       // Not all of it fits: move what fits, pay the turnaround here, continue in the next bin.
       take = std::max(0.0, usable - extra);
       if (take <= 0) continue;
+      mine += per_byte > 0 ? take / per_byte : 0.0;
+    } else {
+      mine += moved;
     }
-    mine += per_byte > 0 ? take / per_byte : 0.0;
     if (pairs > b.pairs) {
       m_turnarounds += pairs - b.pairs;
       b.pairs = pairs;
@@ -233,7 +254,7 @@ double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, boo
   }
 }
 
-uint32_t Lpddr5::bank_of(uint64_t local, int64_t& row) const {
+inline uint32_t Lpddr5::bank_of(uint64_t local, int64_t& row) const {
   // Permutation-based bank interleaving: row bits XOR into the bank index, so streams whose
   // addresses differ by a multiple of the row span do not all land on one bank.
   if (m_pow2) {  // the usual geometry: shifts and masks, same result as below
@@ -286,11 +307,18 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
   const double cas = is_write ? m_t.t_wl : m_t.t_rl;
   double done = t;
   while (bytes > 0) {
-    const uint64_t in_row = std::min<uint64_t>(bytes, m_t.row_bytes - local % m_t.row_bytes);
-    int64_t row = 0;
-    Bank& bank = ch.banks[bank_of(local, row)];
+    const uint64_t in_row =
+        std::min<uint64_t>(bytes, m_t.row_bytes - (m_pow2 ? local & (m_t.row_bytes - 1) : local % m_t.row_bytes));
+    // A request spreads over the channels at one channel-local address: the bank and row are
+    // those of the previous channel's piece more often than not.
+    if (local != m_bank_memo_local) {
+      m_bank_memo_local = local;
+      m_bank_memo = bank_of(local, m_bank_memo_row);
+    }
+    const int64_t row = m_bank_memo_row;
+    Bank& bank = ch.banks[m_bank_memo];
     // A refresh since the bank's last use closed its row.
-    const double epoch = std::floor((t - ch.refresh_offset) / m_t.t_refi);
+    const double epoch = ch.refresh_epoch(t - ch.refresh_offset);
     // A refresh closes every row, the recent ones too.
     if (bank.last_refresh_epoch != epoch)
       for (auto& r : bank.recent_row) r = -1;
@@ -325,14 +353,13 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
     const uint64_t key = addr * 1315423911ull ^ bytes;
     if (is_write) {
       m_recent.erase(key);
-    } else if (auto it = m_recent.find(key); it != m_recent.end() && it->second.addr == addr &&
-                                                it->second.bytes == bytes &&
-                                                std::abs(t - it->second.issued) <= m_t.coalesce_window) {
+    } else if (const Recent* it = m_recent.find(key); it && it->addr == addr && it->bytes == bytes &&
+                                                       std::abs(t - it->issued) <= m_t.coalesce_window) {
       ++m_coalesced;
       m_bytes_coalesced += static_cast<double>(bytes);
       // The copy rides with the first delivery (the ring carries it past every core): it does
       // not cross the port again.
-      const double finish = std::max(it->second.done, t + m_t.t_frontend);
+      const double finish = std::max(it->done, t + m_t.t_frontend);
       m_last_done.max_with(finish);
       return finish;
     }
@@ -343,6 +370,21 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   uint64_t a = addr;
   const uint64_t end = addr + bytes;
   std::vector<Seg>& segs = m_segs;
+  if (m_geom_pow2) {  // the usual geometry: shifts and masks, same result as below
+    const uint32_t il_sh = m_il_shift, nch_sh = m_nch_shift;
+    while (a < end) {
+      const uint64_t off = a & (il - 1);
+      const uint64_t chunk = std::min<uint64_t>(end - a, il - off);
+      const uint64_t stripe = a >> il_sh;
+      Seg& s = segs[stripe & (nch - 1)];
+      if (!s.used) {
+        s.used = true;
+        s.local = ((stripe >> nch_sh) << il_sh) + off;
+      }
+      s.bytes += chunk;
+      a += chunk;
+    }
+  }
   while (a < end) {
     const uint64_t chunk = std::min<uint64_t>(end - a, il - a % il);
     const uint64_t stripe = a / il;
@@ -375,9 +417,16 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   }
   const double finish = done + m_t.t_frontend;
   m_last_done.max_with(finish);
+  // The sender's next request (as it announces it, or else where this one ends) comes after the
+  // other cores' requests, by when its table slot (a cache miss: the table spans megabytes) has
+  // arrived.
+  if (m_t.coalesce_window > 0) {
+    if (src && src->next_bytes) m_recent.prefetch(src->next_addr * 1315423911ull ^ src->next_bytes);
+    else m_recent.prefetch((addr + bytes) * 1315423911ull ^ bytes);
+  }
   if (!is_write && m_t.coalesce_window > 0) {
     if (m_recent.size() > 65536) m_recent.clear();  // bounded: only recent reads can coalesce
-    m_recent[addr * 1315423911ull ^ bytes] = Recent{addr, bytes, t, finish};
+    m_recent.insert_or_assign(addr * 1315423911ull ^ bytes, Recent{addr, bytes, t, finish});
   }
   VSPYRE_DEBUG(g_dbg, t_ps, "%s 0x%llx %llu B -> done %.1f ns", is_write ? "wr" : "rd",
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), finish / 1e3);
@@ -495,18 +544,63 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       }
     }
   };
+  // The same walk for power-of-two geometry (every preset), with the per-channel arithmetic in
+  // shifts and masks worked out once per run, and the bank of a row looked up once for all the
+  // channels whose share of the run lies in that row.
+  auto walk_run_p2 = [&](uint64_t a0, uint64_t len, bool count) {
+    const uint64_t ilm = il - 1, nchm = nch - 1;
+    const uint64_t a1 = a0 + len - 1;
+    const uint64_t s0 = a0 >> il_sh, s1 = a1 >> il_sh;
+    const uint64_t c_begin = s1 - s0 + 1 < nch ? (s0 & nchm) : 0;
+    const uint64_t c_count = std::min<uint64_t>(nch, s1 - s0 + 1);
+    const uint64_t s0m = s0 & nchm, s1m = s1 & nchm, a0m = a0 & ilm, a1m = a1 & ilm;
+    uint64_t memo_k = UINT64_MAX;
+    uint32_t memo_bank = 0;
+    int64_t memo_row = 0;
+    for (uint64_t ci = 0; ci < c_count; ++ci) {
+      const uint64_t c = (c_begin + ci) & nchm;
+      const uint64_t sf = s0 + ((c + nch - s0m) & nchm);  // first stripe of channel c in the run
+      const uint64_t sl = s1 - ((s1m + nch - c) & nchm);  // last
+      const uint64_t lo = ((sf >> nch_sh) << il_sh) + (sf == s0 ? a0m : 0);
+      const uint64_t hi = ((sl >> nch_sh) << il_sh) + (sl == s1 ? a1m : ilm);
+      Bank* banks = m_channels[c].banks.data();
+      for (uint64_t k = lo >> rb_sh, k_end = hi >> rb_sh; k <= k_end; ++k) {
+        if (k != memo_k) {
+          memo_k = k;
+          memo_bank = bank_of(k << rb_sh, memo_row);
+        }
+        const int64_t row = memo_row;
+        Bank& bank = banks[memo_bank];
+        const bool hit = row_hit(bank, row, t_arrive);
+        if (count) {
+          ++chunks;
+          if (!hit) {
+            ++misses;
+            const double close = bank.open_row >= 0 ? m_t.t_rp + (bank.written ? m_t.t_wr : 0.0) : 0.0;
+            exposed_sum += std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
+          }
+        }
+        bank.written = is_write || (hit && bank.written);
+        bank.open_row = row;
+      }
+    }
+  };
+  auto walk = [&](uint64_t a0, uint64_t len, bool count) {
+    if (p2) walk_run_p2(a0, len, count);
+    else walk_run(a0, len, count);
+  };
   constexpr uint64_t kSampleRuns = 16;
   const uint64_t walked = std::min(runs, kSampleRuns);
   for (uint64_t r = 0; r < walked; ++r) {
     uint64_t len = 0;
     const uint64_t a0 = run_at(r, len);
-    if (len) walk_run(a0, len, true);
+    if (len) walk(a0, len, true);
     sampled_bytes += len;
   }
   if (runs > walked) {
     uint64_t len = 0;
     const uint64_t a0 = run_at(runs - 1, len);
-    if (len) walk_run(a0, len, false);
+    if (len) walk(a0, len, false);
   }
   const double scale = sampled_bytes ? static_cast<double>(bytes) / static_cast<double>(sampled_bytes) : 0.0;
   const double n_miss = static_cast<double>(misses) * scale, n_pieces = static_cast<double>(chunks) * scale;
@@ -533,13 +627,12 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   if (m_t.coalesce_window > 0) {
     if (is_write) {
       m_flow_recent.erase(key);
-    } else if (auto it = m_flow_recent.find(key); it != m_flow_recent.end() && it->second.addr == addr &&
-                                                  it->second.bytes == bytes && it->second.run == run &&
-                                                  it->second.stride == stride &&
-                                                  std::abs(t - it->second.issued) <= m_t.coalesce_window) {
+    } else if (const FlowRecent* it = m_flow_recent.find(key);
+               it && it->addr == addr && it->bytes == bytes && it->run == run && it->stride == stride &&
+               std::abs(t - it->issued) <= m_t.coalesce_window) {
       // Read with an identical stream in flight: delivered with it (not across the port again),
       // at this requester's pace.
-      finish = std::max(it->second.done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
+      finish = std::max(it->done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
       ++m_coalesced;
       m_bytes_coalesced += static_cast<double>(bytes);
       served = true;
@@ -562,7 +655,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     if (tracing()) trace()->complete(m_flow_track, is_write ? "wr" : "rd", ready, end - ready);
     if (!is_write && m_t.coalesce_window > 0) {
       if (m_flow_recent.size() > 65536) m_flow_recent.clear();
-      m_flow_recent[key] = FlowRecent{addr, bytes, run, stride, t, finish};
+      m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish});
     }
   }
   (is_write ? m_writes : m_reads) += static_cast<double>(requests);

@@ -18,6 +18,8 @@
 #include <tlm_utils/multi_passthrough_target_socket.h>
 
 #include "models/calendar.h"
+#include "models/flat_map.h"
+#include "models/floor_div.h"
 #include "models/transfer.h"
 #include "sim/engine/component.h"
 
@@ -109,11 +111,15 @@ class Lpddr5 : public Component {
     int64_t next = -1;      // for a full bin: a later bin to look at first (path-compressed)
   };
   struct Channel {
-    // A ring of bins covering [first_bin, end_bin); older bins are forgotten (history).
+    // A ring of bins covering [first_bin, end_bin), at most `kept` of them; older bins are
+    // forgotten (history). Bin i sits at ring[i & mask] (the ring's size is a power of two, at
+    // least `kept`).
     std::vector<Bin> ring;
+    int64_t kept = 0, mask = 0;
     int64_t first_bin = 0, end_bin = 0;
     bool started = false;
     double refresh_offset = 0;
+    FloorDiv refresh_epoch;  // floor((t - refresh_offset) / t_refi)
     std::vector<Bank> banks;
     Scalar* bytes_read = nullptr;
     Scalar* bytes_written = nullptr;
@@ -123,15 +129,20 @@ class Lpddr5 : public Component {
   void b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned int transport_dbg(int id, tlm::tlm_generic_payload& trans);
   // The bank a channel-local address falls in, and its row.
-  uint32_t bank_of(uint64_t local, int64_t& row) const;
+  inline uint32_t bank_of(uint64_t local, int64_t& row) const;  // defined in lpddr5.cpp, its only user
   double channel_access(uint32_t ch, uint64_t local, uint64_t bytes, bool is_write, double t_ps);
   // The bin with this index, created if new; an index older than the history is moved up to the
   // oldest bin kept.
-  Bin& bin_at(Channel& ch, int64_t& index);
+  Bin& bin_at(Channel& ch, int64_t& index) {
+    if (index < ch.end_bin && index >= ch.first_bin) return ch.ring[static_cast<size_t>(index & ch.mask)];
+    return new_bin_at(ch, index);
+  }
+  Bin& new_bin_at(Channel& ch, int64_t& index);
   double bin_capacity(const Channel& ch, int64_t index) const;
   // Places `need` ps of bus work no earlier than `ready`; returns when it ends.
   // The first bin at or after `index` with bus time left.
-  int64_t first_open(Channel& ch, int64_t index);
+  int64_t first_open(Channel& ch, int64_t index, Bin*& bin);
+  double m_min_free = 0;  // a bin with less bus time left than one stick's counts as full
   double place(Channel& ch, double ready, double need, uint64_t bytes, bool is_write);
 
   // Flow mode: one calendar for the whole device (capacity: every channel's bus time in the bin,
@@ -155,8 +166,8 @@ class Lpddr5 : public Component {
   // Forgets calendar bins that ended before the current simulated time.
   void prune_calendars();
   int64_t m_pruned_to = INT64_MIN;
-  struct FlowRecent { uint64_t addr, bytes, run, stride; double issued, done; };
-  std::unordered_map<uint64_t, FlowRecent> m_flow_recent;
+  struct FlowRecent { uint64_t addr = 0, bytes = 0, run = 0, stride = 0; double issued = 0, done = 0; };
+  FlatMap<FlowRecent> m_flow_recent;
   TraceWriter::TrackId m_flow_track = 0;
   double m_mix[2] = {0, 0};  // recent read and write traffic (EWMA), flow model
   double m_mix_t = 0;
@@ -171,6 +182,10 @@ class Lpddr5 : public Component {
   std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> m_pages;
   struct Seg { uint64_t local = 0, bytes = 0; bool used = false; };
   std::vector<Seg> m_segs;  // per-channel scratch for access()
+  // bank_of() of the last channel-local address channel_access() looked up.
+  uint64_t m_bank_memo_local = UINT64_MAX;
+  uint32_t m_bank_memo = 0;
+  int64_t m_bank_memo_row = 0;
   Scalar& m_reads;
   Scalar& m_writes;
   Scalar& m_row_hits;
@@ -180,8 +195,8 @@ class Lpddr5 : public Component {
   Scalar& m_bytes_written;
   Scalar& m_coalesced;
   Scalar& m_bytes_coalesced;
-  struct Recent { uint64_t addr, bytes; double issued, done; };
-  std::unordered_map<uint64_t, Recent> m_recent;
+  struct Recent { uint64_t addr = 0, bytes = 0; double issued = 0, done = 0; };
+  FlatMap<Recent> m_recent;
   Scalar& m_last_done;
 };
 

@@ -53,6 +53,9 @@ struct TransferExt : tlm::tlm_extension<TransferExt> {
   const std::vector<DmaLevel>* outer = nullptr;
   uint32_t outstanding = 1;
   double issue_ps = 0;
+  // Device memory, request mode: where the sender's next request will go (0 bytes: not known). A
+  // hint for the host only (the memory fetches its bookkeeping for it early); no effect on timing.
+  uint64_t next_addr = 0, next_bytes = 0;
   tlm_extension_base* clone() const override { return new TransferExt(*this); }
   void copy_from(const tlm_extension_base& other) override {
     *this = static_cast<const TransferExt&>(other);

@@ -9,9 +9,17 @@
 #include "sim/ops/detail.h"
 #include "sim/ops/ops.h"
 
+// OpenBLAS (pthreads build): stops the thread pool; exec_blas() creates it again when needed.
+// Weak, so that another BLAS without it still links.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+
 namespace vspyre::ops {
 
 using namespace detail;
+
+void release_blas_threads() {
+  if (blas_thread_shutdown_) blas_thread_shutdown_();
+}
 
 namespace detail {
 

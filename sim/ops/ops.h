@@ -147,6 +147,13 @@ void softmax(const TensorView& in, const TensorView& out, int dim,
 // ---------------------------------------------------------------------------------------------
 void matmul(const TensorView& a, const TensorView& b, const TensorView& out);
 
+// OpenBLAS starts its worker threads when the library loads, and each spins (sched_yield) for a
+// while before it sleeps: about 0.1 s of a CPU in every process, whether it multiplies or not.
+// A process that will not multiply (timing only) calls this first to stop them. A later threaded
+// BLAS call starts them again (OpenBLAS re-creates its pool on demand), so GEMM stays multithreaded.
+// Does nothing with a BLAS that has no such pool.
+void release_blas_threads();
+
 // conv2d: x [N, C, H, W] * w [O, C/groups, kh, kw] -> out [N, O, OH, OW] (stride_h/w, pad_h/w,
 // groups from attrs), via im2col + matmul(), with the same float/integer rules.
 void conv2d(const TensorView& x, const TensorView& w, const TensorView& out,

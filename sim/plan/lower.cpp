@@ -684,15 +684,95 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   st->set_lx_peak_bytes(n.resident + nbuf * n.buffers);
   st->set_tiles(static_cast<uint32_t>(tile_count));
 
-  // Per-op dims for PT.
-  auto op_elems = [&](const Tensor& t, const std::map<std::string, uint64_t>& ext) {
-    uint64_t e = 1;
-    for (size_t i = 0; i < t.dims.size(); ++i)
-      if (!t.reduced[i]) e *= ext.at(t.dims[i]);
-    return e;
+  // What the tile loop below needs, worked out once per SDSC (the loop runs per core and per tile,
+  // 7168 times for a large matmul): which tile loop cuts each dim of each tensor, which tensors
+  // each compute op reads and writes, how a PT op's dims map to m, k and n. Per tile it then only
+  // does integer arithmetic; the plan it writes is the one the straightforward per-tile map and
+  // vector building gave.
+  const size_t nt = tiles.size();
+  auto in_n = [&](const std::string& d) {
+    for (const auto& [nd, v] : s.n)
+      if (nd == d) return true;
+    return false;
   };
+  std::vector<std::vector<int>> cut(ts.size());         // tensor, layout dim -> tile loop, or -1
+  std::vector<std::vector<char>> has_tile(ts.size());   // tensor, tile loop -> Tensor::has(its dim)
+  std::vector<size_t> slot(ts.size());                  // tensors with one index share a load state
+  std::vector<std::string> in_name(ts.size()), out_name(ts.size());
+  for (size_t k = 0; k < ts.size(); ++k) {
+    const Tensor& t = ts[k];
+    cut[k].assign(t.dims.size(), -1);
+    for (size_t i = 0; i < t.dims.size(); ++i) {
+      if (t.reduced[i]) continue;
+      if (!in_n(t.dims[i]))
+        throw LowerError(sdsc_label(s) + ": tensor " + t.name + ": layout dimension '" + t.dims[i] + "' is not in N_");
+      for (size_t j = 0; j < nt; ++j)
+        if (tiles[j].dim == t.dims[i]) cut[k][i] = static_cast<int>(j);
+    }
+    for (size_t j = 0; j < nt; ++j) has_tile[k].push_back(t.has(tiles[j].dim) ? 1 : 0);
+    slot[k] = k;
+    for (size_t m = 0; m < k; ++m)
+      if (ts[m].idx == t.idx) {
+        slot[k] = m;
+        break;
+      }
+    in_name[k] = t.name + " in";
+    out_name[k] = t.name + " out";
+  }
+  // Tile loop cutting each dim of N_ (in N_ order), or -1.
+  std::vector<int> n_cut(s.n.size(), -1);
+  for (size_t q = 0; q < s.n.size(); ++q)
+    for (size_t j = 0; j < nt; ++j)
+      if (tiles[j].dim == s.n[q].first) n_cut[q] = static_cast<int>(j);
+  auto find_tensor = [&](uint32_t i) -> int {
+    for (size_t k = 0; k < ts.size(); ++k)
+      if (ts[k].idx == i) return static_cast<int>(k);
+    return -1;
+  };
+  struct CopPlan {
+    std::vector<int> ins, outs;  // tensors found for the op's inputs and outputs
+    bool pt = false;
+    std::vector<char> role;      // PT, per N_ dim: 0 none, 1 k, 2 m (or batch), 3 n
+    uint32_t bits = 16;
+    double cpe = 0;
+  };
+  std::vector<CopPlan> cops;
+  for (const auto& cop : s.compute_ops) {
+    CopPlan cp;
+    for (uint32_t i : cop.inputs)
+      if (int k = find_tensor(i); k >= 0) cp.ins.push_back(k);
+    for (uint32_t i : cop.outputs)
+      if (int k = find_tensor(i); k >= 0) cp.outs.push_back(k);
+    cp.pt = cop.ex_unit == bundle::ExUnit::pt && cop.inputs.size() >= 2 && !cop.outputs.empty();
+    if (cp.pt) {
+      const int a = find_tensor(cop.inputs[0]), b = find_tensor(cop.inputs[1]), c = find_tensor(cop.outputs[0]);
+      for (const auto& [d, v] : s.n) {
+        const bool ia = a >= 0 && ts[a].has(d), ib = b >= 0 && ts[b].has(d), ic = c >= 0 && ts[c].has(d);
+        char r = 0;
+        if (ia && ib && !ic) r = 1;
+        else if (ia && !ib && ic) r = 2;
+        else if (!ia && ib && ic) r = 3;
+        else if (ia && ib && ic) r = 2;  // batch
+        cp.role.push_back(r);
+      }
+      const uint32_t bits = bundle::data_format_bits(cop.data_format);
+      cp.bits = bits ? bits : 16;
+    } else {
+      double cpe = sfp_cycles_per_element(m_card.sfp, cop.op_func_name);
+      // Reduced across the stick (a row max/sum over the stick dim): the lanes hold one row's
+      // elements, so the reduction runs across them.
+      bool across = false;
+      for (int k : cp.outs)
+        for (size_t d = 0; d < ts[k].dims.size(); ++d)
+          if (ts[k].reduced[d] && ts[k].stick[d]) across = true;
+      if (across && m_card.sfp.reduce_across_stick > 0) cpe = m_card.sfp.reduce_across_stick;
+      cp.cpe = cpe;
+    }
+    cops.push_back(std::move(cp));
+  }
 
   std::map<uint32_t, uint64_t> partial_bytes, partial_elems;  // for cross-core combines
+  std::vector<uint64_t> off_scratch, cnt_scratch;
   for (uint32_t core : s.core_ids) {
     CoreProgram* prog = st->add_cores();
     prog->set_core(core);
@@ -710,34 +790,74 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     for (const auto& dt : tiles) counts.push_back(ceil_div(core_ext[dt.dim], dt.tile));
     uint64_t total = 1;
     for (auto c : counts) total *= c;
-    std::map<uint32_t, std::vector<uint64_t>> last_proj;   // tensor -> tile coords it last loaded
-    std::map<uint32_t, int64_t> last_load;                 // tensor -> op index of its latest load
+    // This core's extent of each layout dim of each tensor, of each N_ dim, of each tile loop's dim.
+    std::vector<std::vector<uint64_t>> dim_ext(ts.size());
+    for (size_t k = 0; k < ts.size(); ++k)
+      for (size_t i = 0; i < ts[k].dims.size(); ++i) dim_ext[k].push_back(ts[k].reduced[i] ? 0 : core_ext[ts[k].dims[i]]);
+    std::vector<uint64_t> n_ext;
+    for (const auto& [d, v] : s.n) n_ext.push_back(core_ext[d]);
+    std::vector<uint64_t> tile_dim_ext;
+    for (const auto& dt : tiles) tile_dim_ext.push_back(core_ext[dt.dim]);
+
+    std::vector<std::vector<uint64_t>> last_proj(ts.size());  // slot -> tile coords it last loaded
+    std::vector<char> loaded(ts.size(), 0);
+    std::vector<int64_t> last_load(ts.size(), 0);              // slot -> op index of its latest load
     std::vector<int64_t> compute_end(total, -1), store_of(total, -1);
-    std::vector<uint64_t> coord(tiles.size(), 0);
-    auto proj = [&](const Tensor& t, const std::vector<uint64_t>& c) {
-      std::vector<uint64_t> p;
-      for (size_t j = 0; j < tiles.size(); ++j) p.push_back(t.has(tiles[j].dim) ? c[j] : UINT64_MAX);
-      return p;
+    std::vector<uint64_t> coord(nt, 0), next(nt, 0), tile_off(nt, 0), tile_ext(nt, 0);
+    // Per tile loop: the offset and extent of the current tile (as the per-tile extent map had them).
+    auto set_tile = [&](const std::vector<uint64_t>& c) {
+      for (size_t j = 0; j < nt; ++j) {
+        tile_off[j] = c[j] * tiles[j].tile;
+        tile_ext[j] = std::min(tiles[j].tile, tile_dim_ext[j] - tile_off[j]);
+      }
     };
-    auto block_for = [&](const Tensor& t, const std::vector<uint64_t>& c, std::map<std::string, uint64_t>* ext_out) {
-      std::vector<uint64_t> off(t.dims.size(), 0), cnt(t.dims.size(), 1);
+    // Counts per layout dim of tensor k's block for the current tile (in cnt_scratch; offsets in
+    // off_scratch).
+    auto block_counts = [&](size_t k) {
+      const Tensor& t = ts[k];
+      off_scratch.assign(t.dims.size(), 0);
+      cnt_scratch.assign(t.dims.size(), 1);
       for (size_t i = 0; i < t.dims.size(); ++i) {
         if (t.reduced[i]) continue;
-        uint64_t o = 0, e = core_ext[t.dims[i]];
-        for (size_t j = 0; j < tiles.size(); ++j)
-          if (tiles[j].dim == t.dims[i]) {
-            o = c[j] * tiles[j].tile;
-            e = std::min(tiles[j].tile, e - o);
-          }
-        off[i] = t.stick[i] ? o / t.stick_elems : o;
-        cnt[i] = units(t, i, e);
+        uint64_t o = 0, e = dim_ext[k][i];
+        if (const int j = cut[k][i]; j >= 0) {
+          o = tile_off[static_cast<size_t>(j)];
+          e = tile_ext[static_cast<size_t>(j)];
+        }
+        off_scratch[i] = t.stick[i] ? o / t.stick_elems : o;
+        cnt_scratch[i] = units(t, i, e);
       }
-      (void)ext_out;
+    };
+    auto block_at = [&](size_t k) {
+      block_counts(k);
+      const Tensor& t = ts[k];
       const uint64_t base = t.alloc >= 0 && static_cast<size_t>(t.alloc) < r.addresses.size() &&
                                     core < r.addresses[t.alloc].size()
                                 ? r.addresses[t.alloc][core]
                                 : 0;
-      return make_block(t, base, off, cnt, SB);
+      return make_block(t, base, off_scratch, cnt_scratch, SB);
+    };
+    // make_block's byte count, without building the block.
+    auto block_size = [&](size_t k) {
+      block_counts(k);
+      const Tensor& t = ts[k];
+      const auto& cnt = cnt_scratch;
+      uint64_t run = SB;
+      size_t i = 0;
+      while (i < t.dims.size() && cnt[i] == t.full[i]) run *= cnt[i++];
+      if (i < t.dims.size()) run *= cnt[i++];
+      uint64_t bytes = run;
+      for (; i < t.dims.size(); ++i)
+        if (cnt[i] > 1) bytes *= cnt[i];
+      return bytes;
+    };
+    // The extent of a tensor dim or N_ dim in the current tile.
+    auto cur_ext = [&](int j, uint64_t whole) { return j >= 0 ? tile_ext[static_cast<size_t>(j)] : whole; };
+    auto elems_at = [&](size_t k) {
+      uint64_t e = 1;
+      for (size_t i = 0; i < ts[k].dims.size(); ++i)
+        if (!ts[k].reduced[i]) e *= cur_ext(cut[k][i], dim_ext[k][i]);
+      return e;
     };
     auto fill_dma = [&](Op* o, const Block& b, uint32_t tensor) {
       o->set_addr(b.addr);
@@ -750,85 +870,67 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         l->set_stride(stride);
       }
     };
+    std::vector<uint32_t> in_deps;
     for (uint64_t ti = 0; ti < total; ++ti) {
       // Coordinates of tile ti.
       uint64_t rem = ti;
-      for (size_t j = tiles.size(); j-- > 0;) {
+      for (size_t j = nt; j-- > 0;) {
         coord[j] = rem % counts[j];
         rem /= counts[j];
       }
-      std::map<std::string, uint64_t> ext = core_ext;
-      for (size_t j = 0; j < tiles.size(); ++j)
-        ext[tiles[j].dim] = std::min(tiles[j].tile, core_ext[tiles[j].dim] - coord[j] * tiles[j].tile);
+      set_tile(coord);
       const uint32_t tile = static_cast<uint32_t>(ti);
       // DMA in: HBM inputs whose block changed.
-      std::vector<uint32_t> in_deps;
-      for (const auto& t : ts) {
+      in_deps.clear();
+      for (size_t k = 0; k < ts.size(); ++k) {
+        const Tensor& t = ts[k];
         if (!t.is_input || !t.hbm) continue;
-        auto p = proj(t, coord);
-        auto it = last_proj.find(t.idx);
-        if (it == last_proj.end() || it->second != p) {
-          auto [o, idx] = add(Op::DMA_IN, t.name + " in", tile);
-          fill_dma(o, block_for(t, coord, nullptr), t.idx);
+        const size_t sl = slot[k];
+        std::vector<uint64_t>& lp = last_proj[sl];
+        bool same = loaded[sl] != 0;
+        for (size_t j = 0; same && j < nt; ++j) same = lp[j] == (has_tile[k][j] ? coord[j] : UINT64_MAX);
+        if (!same) {
+          auto [o, idx] = add(Op::DMA_IN, in_name[k], tile);
+          fill_dma(o, block_at(k), t.idx);
           // Its buffer is free once the compute that used it nbuf tiles ago is done.
-          if (it != last_proj.end() && ti >= nbuf && compute_end[ti - nbuf] >= 0)
+          if (loaded[sl] && ti >= nbuf && compute_end[ti - nbuf] >= 0)
             o->add_deps(static_cast<uint32_t>(compute_end[ti - nbuf]));
-          last_proj[t.idx] = p;
-          last_load[t.idx] = idx;
+          lp.resize(nt);
+          for (size_t j = 0; j < nt; ++j) lp[j] = has_tile[k][j] ? coord[j] : UINT64_MAX;
+          loaded[sl] = 1;
+          last_load[sl] = idx;
         }
-        in_deps.push_back(static_cast<uint32_t>(last_load[t.idx]));
+        in_deps.push_back(static_cast<uint32_t>(last_load[sl]));
       }
       // Compute, chained in computeOp_ order.
       int64_t prev = -1;
-      for (const auto& cop : s.compute_ops) {
-        auto find = [&](uint32_t i) -> const Tensor* {
-          for (const auto& t : ts)
-            if (t.idx == i) return &t;
-          return nullptr;
-        };
+      for (size_t ci = 0; ci < cops.size(); ++ci) {
+        const auto& cop = s.compute_ops[ci];
+        const CopPlan& cp = cops[ci];
         uint64_t lx = 0;
-        for (uint32_t i : cop.inputs)
-          if (auto* t = find(i)) lx += block_for(*t, coord, nullptr).bytes;
-        for (uint32_t i : cop.outputs)
-          if (auto* t = find(i)) lx += block_for(*t, coord, nullptr).bytes;
+        for (int k : cp.ins) lx += block_size(static_cast<size_t>(k));
+        for (int k : cp.outs) lx += block_size(static_cast<size_t>(k));
         std::pair<Op*, uint32_t> o;
-        if (cop.ex_unit == bundle::ExUnit::pt && cop.inputs.size() >= 2 && !cop.outputs.empty()) {
-          const Tensor* a = find(cop.inputs[0]);
-          const Tensor* b = find(cop.inputs[1]);
-          const Tensor* c = find(cop.outputs[0]);
+        if (cp.pt) {
           uint64_t m = 1, k = 1, nn = 1;
-          for (const auto& [d, v] : s.n) {
-            const bool ia = a && a->has(d), ib = b && b->has(d), ic = c && c->has(d);
-            const uint64_t e = ext[d];
-            if (ia && ib && !ic) k *= e;
-            else if (ia && !ib && ic) m *= e;
-            else if (!ia && ib && ic) nn *= e;
-            else if (ia && ib && ic) m *= e;  // batch
+          for (size_t q = 0; q < s.n.size(); ++q) {
+            const uint64_t e = cur_ext(n_cut[q], n_ext[q]);
+            if (cp.role[q] == 1) k *= e;
+            else if (cp.role[q] == 2) m *= e;
+            else if (cp.role[q] == 3) nn *= e;
           }
           o = add(Op::PT, cop.op_func_name, tile);
           o.first->set_m(m);
           o.first->set_k(k);
           o.first->set_n(nn);
-          const uint32_t bits = bundle::data_format_bits(cop.data_format);
-          o.first->set_bits(bits ? bits : 16);
+          o.first->set_bits(cp.bits);
         } else {
           uint64_t e = 1;
-          for (uint32_t i : cop.inputs)
-            if (auto* t = find(i)) e = std::max(e, op_elems(*t, ext));
-          for (uint32_t i : cop.outputs)
-            if (auto* t = find(i)) e = std::max(e, op_elems(*t, ext));
-          double cpe = sfp_cycles_per_element(m_card.sfp, cop.op_func_name);
-          // Reduced across the stick (a row max/sum over the stick dim): the lanes hold one row's
-          // elements, so the reduction runs across them.
-          bool across = false;
-          for (uint32_t i : cop.outputs)
-            if (auto* t = find(i))
-              for (size_t d = 0; d < t->dims.size(); ++d)
-                if (t->reduced[d] && t->stick[d]) across = true;
-          if (across && m_card.sfp.reduce_across_stick > 0) cpe = m_card.sfp.reduce_across_stick;
+          for (int k : cp.ins) e = std::max(e, elems_at(static_cast<size_t>(k)));
+          for (int k : cp.outs) e = std::max(e, elems_at(static_cast<size_t>(k)));
           o = add(Op::SFP, cop.op_func_name, tile);
           o.first->set_elements(e);
-          o.first->set_cycles_per_element(cpe);
+          o.first->set_cycles_per_element(cp.cpe);
         }
         o.first->set_lx_bytes(lx);
         for (uint32_t d : in_deps) o.first->add_deps(d);
@@ -840,20 +942,25 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       compute_end[ti] = prev;
       // DMA out: HBM outputs whose block is complete (the next tile moves to another block).
       if (!cross_core) {
-        std::vector<uint64_t> next(coord);
-        bool last = ti + 1 == total;
+        const bool last = ti + 1 == total;
+        next = coord;
         if (!last) {
           uint64_t rem2 = ti + 1;
-          for (size_t j = tiles.size(); j-- > 0;) {
+          for (size_t j = nt; j-- > 0;) {
             next[j] = rem2 % counts[j];
             rem2 /= counts[j];
           }
         }
-        for (const auto& t : ts) {
+        for (size_t k = 0; k < ts.size(); ++k) {
+          const Tensor& t = ts[k];
           if (!t.is_output || !t.hbm) continue;
-          if (!last && proj(t, next) == proj(t, coord)) continue;
-          auto [o, idx] = add(Op::DMA_OUT, t.name + " out", tile);
-          fill_dma(o, block_for(t, coord, nullptr), t.idx);
+          if (!last) {
+            bool same = true;
+            for (size_t j = 0; same && j < nt; ++j) same = !has_tile[k][j] || next[j] == coord[j];
+            if (same) continue;
+          }
+          auto [o, idx] = add(Op::DMA_OUT, out_name[k], tile);
+          fill_dma(o, block_at(k), t.idx);
           if (prev >= 0) o->add_deps(static_cast<uint32_t>(prev));
           store_of[ti] = idx;
         }
@@ -861,12 +968,16 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     }
     if (cross_core) {
       uint64_t b = 0, e = 0;
-      std::vector<uint64_t> zero(tiles.size(), 0);
-      std::map<std::string, uint64_t> ext = core_ext;
-      for (const auto& t : ts)
-        if (t.is_output) {
-          b += block_for(t, zero, nullptr).bytes;
-          e = std::max(e, op_elems(t, ext));
+      std::fill(coord.begin(), coord.end(), 0);
+      set_tile(coord);
+      for (size_t k = 0; k < ts.size(); ++k)
+        if (ts[k].is_output) {
+          b += block_size(k);
+          // Its whole per-core extent (not the first tile's).
+          uint64_t el = 1;
+          for (size_t i = 0; i < ts[k].dims.size(); ++i)
+            if (!ts[k].reduced[i]) el *= dim_ext[k][i];
+          e = std::max(e, el);
         }
       partial_bytes[core] = b;
       partial_elems[core] = e;
