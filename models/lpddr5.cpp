@@ -290,13 +290,18 @@ bool Lpddr5::row_hit(Bank& bank, int64_t row, double t) {
       found = true;
       break;
     }
-  if (found) hit = hit || t - bank.recent_t[slot] <= m_t.reorder_window;
-  else
-    for (uint32_t i = 1; i < k; ++i)
-      if (bank.recent_row[i] < 0 || bank.recent_t[i] < bank.recent_t[slot]) {
+  if (found) {
+    hit = hit || t - bank.recent_t[slot] <= m_t.reorder_window;
+  } else {
+    // An empty slot if there is one (a refresh empties them all), else the oldest.
+    for (uint32_t i = 0; i < k; ++i) {
+      if (bank.recent_row[i] < 0) {
         slot = i;
-        if (bank.recent_row[i] < 0) break;
+        break;
       }
+      if (bank.recent_t[i] < bank.recent_t[slot]) slot = i;
+    }
+  }
   bank.recent_t[slot] = found ? std::max(bank.recent_t[slot], t) : t;
   bank.recent_row[slot] = row;
   return hit;
