@@ -521,6 +521,20 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   auto div = [p2](uint64_t x, uint64_t d, uint32_t sh) { return p2 ? x >> sh : x / d; };
   auto mod = [p2](uint64_t x, uint64_t d) { return p2 ? x & (d - 1) : x % d; };
   const uint32_t il_sh = m_il_shift, nch_sh = m_nch_shift, rb_sh = m_row_shift;
+  // One row-sized chunk of a run on `bank`: its hit or miss, counted when sampled.
+  auto visit = [&](Bank& bank, int64_t row, bool count) {
+    const bool hit = row_hit(bank, row, t_arrive);
+    if (count) {
+      ++chunks;
+      if (!hit) {
+        ++misses;
+        const double close = bank.open_row >= 0 ? m_t.t_rp + (bank.written ? m_t.t_wr : 0.0) : 0.0;
+        exposed_sum += std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
+      }
+    }
+    bank.written = is_write || (hit && bank.written);
+    bank.open_row = row;
+  };
   auto walk_run = [&](uint64_t a0, uint64_t len, bool count) {
     const uint64_t s0 = div(a0, il, il_sh), s1 = div(a0 + len - 1, il, il_sh);
     // A short run touches fewer channels than there are: only those.
@@ -535,17 +549,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       for (uint64_t k = div(lo, rb, rb_sh); k <= div(hi, rb, rb_sh); ++k) {
         int64_t row = 0;
         Bank& bank = m_channels[c].banks[bank_of(k * rb, row)];
-        const bool hit = row_hit(bank, row, t_arrive);
-        if (count) {
-          ++chunks;
-          if (!hit) {
-            ++misses;
-            const double close = bank.open_row >= 0 ? m_t.t_rp + (bank.written ? m_t.t_wr : 0.0) : 0.0;
-            exposed_sum += std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
-          }
-        }
-        bank.written = is_write || (hit && bank.written);
-        bank.open_row = row;
+        visit(bank, row, count);
       }
     }
   };
@@ -574,19 +578,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
           memo_k = k;
           memo_bank = bank_of(k << rb_sh, memo_row);
         }
-        const int64_t row = memo_row;
-        Bank& bank = banks[memo_bank];
-        const bool hit = row_hit(bank, row, t_arrive);
-        if (count) {
-          ++chunks;
-          if (!hit) {
-            ++misses;
-            const double close = bank.open_row >= 0 ? m_t.t_rp + (bank.written ? m_t.t_wr : 0.0) : 0.0;
-            exposed_sum += std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
-          }
-        }
-        bank.written = is_write || (hit && bank.written);
-        bank.open_row = row;
+        visit(banks[memo_bank], memo_row, count);
       }
     }
   };
