@@ -174,15 +174,35 @@ struct Block {
   std::vector<std::pair<uint64_t, uint64_t>> levels;  // (count, stride), innermost first
 };
 
+// The contiguous run of a block of tensor t: the stick, times every inner layout dim the block
+// holds whole, times the first one it cuts. `cnt(i)`: the block's units along layout dim i.
+// `next`: set to the first layout dim past the run.
+template <typename Cnt>
+uint64_t leading_run(const Tensor& t, uint64_t stick_bytes, Cnt&& cnt, size_t* next = nullptr) {
+  uint64_t run = stick_bytes;
+  size_t i = 0;
+  while (i < t.dims.size() && cnt(i) == t.full[i]) run *= cnt(i++);
+  if (i < t.dims.size()) run *= cnt(i++);
+  if (next) *next = i;
+  return run;
+}
+
+// The bytes make_block() moves for these counts, without building the block.
+uint64_t block_byte_count(const Tensor& t, const std::vector<uint64_t>& cnt, uint64_t stick_bytes) {
+  size_t i = 0;
+  uint64_t bytes = leading_run(t, stick_bytes, [&](size_t d) { return cnt[d]; }, &i);
+  for (; i < t.dims.size(); ++i)
+    if (cnt[i] > 1) bytes *= cnt[i];
+  return bytes;
+}
+
 Block make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off, const std::vector<uint64_t>& cnt,
                  uint64_t stick_bytes) {
   Block b;
   b.addr = base;
   for (size_t i = 0; i < t.dims.size(); ++i) b.addr += off[i] * t.stride[i];
-  uint64_t run = stick_bytes;
   size_t i = 0;
-  while (i < t.dims.size() && cnt[i] == t.full[i]) run *= cnt[i++];
-  if (i < t.dims.size()) run *= cnt[i++];
+  const uint64_t run = leading_run(t, stick_bytes, [&](size_t d) { return cnt[d]; }, &i);
   b.run = run;
   b.bytes = run;
   for (; i < t.dims.size(); ++i) {
@@ -438,16 +458,18 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   };
   // Bytes of the largest block of tensor t with the current tiling (max extents), or of its whole
   // per-core share (`whole`: no tiling).
+  // Units of tensor t along layout dim i in its largest block with the current tiling, or in its
+  // whole per-core share (`whole`: no tiling).
+  auto block_units = [&](const Tensor& t, size_t i, bool whole) -> uint64_t {
+    const DimTile* dt = t.reduced[i] ? nullptr : tile_of(t.dims[i]);
+    uint64_t ext = dt ? (whole ? dt->max_ext : std::min(dt->tile, dt->max_ext)) : 0;
+    if (!dt)
+      for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[i]));
+    return units(t, i, ext);
+  };
   auto share_bytes = [&](const Tensor& t, bool whole) -> uint64_t {
     uint64_t b = SB;
-    for (size_t i = 0; i < t.dims.size(); ++i) {
-      const DimTile* dt = t.reduced[i] ? nullptr : tile_of(t.dims[i]);
-      uint64_t ext = dt ? (whole ? dt->max_ext : std::min(dt->tile, dt->max_ext)) : 0;
-      if (!dt) {
-        for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[i]));
-      }
-      b *= units(t, i, ext);
-    }
+    for (size_t i = 0; i < t.dims.size(); ++i) b *= block_units(t, i, whole);
     return b;
   };
   auto block_bytes = [&](const Tensor& t) { return share_bytes(t, false); };
@@ -514,18 +536,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     for (size_t k = 0; k < ts.size(); ++k) {
       const auto& t = ts[k];
       if (t.alloc < 0 || !streamed(t) || short_share[k]) continue;
-      uint64_t run = SB;
-      size_t i = 0;
-      auto cnt_of = [&](size_t k) {
-        const DimTile* dt = t.reduced[k] ? nullptr : tile_of(t.dims[k]);
-        uint64_t ext = dt ? std::min(dt->tile, dt->max_ext) : 0;
-        if (!dt)
-          for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[k]));
-        return units(t, k, ext);
-      };
-      while (i < t.dims.size() && cnt_of(i) == t.full[i]) run *= cnt_of(i++);
-      if (i < t.dims.size()) run *= cnt_of(i);
-      best = std::min(best, run);
+      best = std::min(best, leading_run(t, SB, [&](size_t i) { return block_units(t, i, false); }));
     }
     return best;
   };
@@ -840,16 +851,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     // make_block's byte count, without building the block.
     auto block_size = [&](size_t k) {
       block_counts(k);
-      const Tensor& t = ts[k];
-      const auto& cnt = cnt_scratch;
-      uint64_t run = SB;
-      size_t i = 0;
-      while (i < t.dims.size() && cnt[i] == t.full[i]) run *= cnt[i++];
-      if (i < t.dims.size()) run *= cnt[i++];
-      uint64_t bytes = run;
-      for (; i < t.dims.size(); ++i)
-        if (cnt[i] > 1) bytes *= cnt[i];
-      return bytes;
+      return block_byte_count(ts[k], cnt_scratch, SB);
     };
     // The extent of a tensor dim or N_ dim in the current tile.
     auto cur_ext = [&](int j, uint64_t whole) { return j >= 0 ? tile_ext[static_cast<size_t>(j)] : whole; };
