@@ -190,14 +190,15 @@ double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_q
     ~Detach() { trans.clear_extension(&ext); }
   } detach{trans, ext};
   std::vector<double> window;  // when each outstanding request slot comes back
+  uint64_t piece = op.addr + dma_piece_offset(op.outer, 0);
   for (uint64_t p = 0; p < pieces; ++p) {
     // Each piece is its own descriptor: its requests start when the previous piece is done.
     if (p > 0) sync_if_ahead(t, m_quantum_ps);
     // The first request of the next piece, for the memory to prepare (host speed only).
-    uint64_t next_piece = 0;
-    if (p + 1 < pieces) next_piece = op.addr + dma_piece_offset(op.outer, p + 1);
-    t = run_dma_piece(op, op.addr + dma_piece_offset(op.outer, p), is_write, t, trans, window,
-                      p + 1 < pieces ? &next_piece : nullptr);
+    const bool more = p + 1 < pieces;
+    const uint64_t next_piece = more ? op.addr + dma_piece_offset(op.outer, p + 1) : 0;
+    t = run_dma_piece(op, piece, is_write, t, trans, window, more ? &next_piece : nullptr);
+    piece = next_piece;
   }
   (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * pieces);
   return t;

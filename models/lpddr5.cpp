@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "sim/engine/log.h"
 
@@ -180,17 +181,6 @@ Lpddr5::Bin& Lpddr5::new_bin_at(Channel& ch, int64_t& index) {
 int64_t Lpddr5::first_open(Channel& ch, int64_t index, Bin*& bin) {
   const double min_free = m_min_free;
   int64_t j = index;
-  {
-    Bin& b = bin_at(ch, j);
-    // Usually the bin asked for is open: nothing to skip, nothing to compress. (When `index` was
-    // older than the history, bin_at moved j up to the oldest bin kept; the loop below would only
-    // set that open bin's `next` to itself, which means the same as none.)
-    if (b.free >= min_free) {
-      bin = &b;
-      return j;
-    }
-    j = b.next > j ? b.next : j + 1;
-  }
   for (;;) {
     Bin& b = bin_at(ch, j);
     if (b.free >= min_free) {
@@ -199,7 +189,9 @@ int64_t Lpddr5::first_open(Channel& ch, int64_t index, Bin*& bin) {
     }
     j = b.next > j ? b.next : j + 1;
   }
-  // Path compression: every full bin visited now points straight at the answer.
+  // Path compression: every full bin visited now points straight at the answer. (Usually the bin
+  // asked for was open and there is none. When `index` was older than the history, bin_at moves k
+  // up to the open bin, whose `next` then points at itself, which means the same as none.)
   for (int64_t k = index; k < j;) {
     Bin& b = bin_at(ch, k);
     const int64_t nk = b.next > k ? b.next : k + 1;
@@ -355,7 +347,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   // window: the controller serves the read once and the data is delivered to every requester
   // (read coalescing). A write to the range ends the sharing.
   if (m_t.coalesce_window > 0) {
-    const uint64_t key = addr * 1315423911ull ^ bytes;
+    const uint64_t key = recent_key(addr, bytes);
     if (is_write) {
       m_recent.erase(key);
     } else if (const Recent* it = m_recent.find(key); it && it->addr == addr && it->bytes == bytes &&
@@ -375,30 +367,16 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   uint64_t a = addr;
   const uint64_t end = addr + bytes;
   std::vector<Seg>& segs = m_segs;
-  if (m_geom_pow2) {  // the usual geometry: shifts and masks, same result as below
-    const uint32_t il_sh = m_il_shift, nch_sh = m_nch_shift;
-    while (a < end) {
-      const uint64_t off = a & (il - 1);
-      const uint64_t chunk = std::min<uint64_t>(end - a, il - off);
-      const uint64_t stripe = a >> il_sh;
-      Seg& s = segs[stripe & (nch - 1)];
-      if (!s.used) {
-        s.used = true;
-        s.local = ((stripe >> nch_sh) << il_sh) + off;
-      }
-      s.bytes += chunk;
-      a += chunk;
-    }
-  }
+  // Shifts and masks on power-of-two geometry (every preset), divisions otherwise.
+  const bool p2 = m_geom_pow2;
   while (a < end) {
-    const uint64_t chunk = std::min<uint64_t>(end - a, il - a % il);
-    const uint64_t stripe = a / il;
-    const auto c = static_cast<uint32_t>(stripe % nch);
-    const uint64_t local = (stripe / nch) * il + a % il;
-    Seg& s = segs[c];
+    const uint64_t off = p2 ? a & (il - 1) : a % il;
+    const uint64_t chunk = std::min<uint64_t>(end - a, il - off);
+    const uint64_t stripe = p2 ? a >> m_il_shift : a / il;
+    Seg& s = segs[p2 ? stripe & (nch - 1) : stripe % nch];
     if (!s.used) {
       s.used = true;
-      s.local = local;
+      s.local = (p2 ? stripe >> m_nch_shift : stripe / nch) * il + off;
     }
     s.bytes += chunk;
     a += chunk;
@@ -426,12 +404,12 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   // other cores' requests, by when its table slot (a cache miss: the table spans megabytes) has
   // arrived.
   if (m_t.coalesce_window > 0) {
-    if (src && src->next_bytes) m_recent.prefetch(src->next_addr * 1315423911ull ^ src->next_bytes);
-    else m_recent.prefetch((addr + bytes) * 1315423911ull ^ bytes);
+    if (src && src->next_bytes) m_recent.prefetch(recent_key(src->next_addr, src->next_bytes));
+    else m_recent.prefetch(recent_key(addr + bytes, bytes));
   }
   if (!is_write && m_t.coalesce_window > 0) {
     if (m_recent.size() > 65536) m_recent.clear();  // bounded: only recent reads can coalesce
-    m_recent.insert_or_assign(addr * 1315423911ull ^ bytes, Recent{addr, bytes, t, finish});
+    m_recent.insert_or_assign(recent_key(addr, bytes), Recent{addr, bytes, t, finish});
   }
   VSPYRE_DEBUG(g_dbg, t_ps, "%s 0x%llx %llu B -> done %.1f ns", is_write ? "wr" : "rd",
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), finish / 1e3);
@@ -516,10 +494,6 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     m_mix_t = t_arrive;
   }
   m_mix[is_write ? 1 : 0] += static_cast<double>(bytes);  // about the bytes of the last mix_window
-  // Division by the geometry, with shifts when it is a power of two (it is on every preset).
-  const bool p2 = m_geom_pow2;
-  auto div = [p2](uint64_t x, uint64_t d, uint32_t sh) { return p2 ? x >> sh : x / d; };
-  auto mod = [p2](uint64_t x, uint64_t d) { return p2 ? x & (d - 1) : x % d; };
   const uint32_t il_sh = m_il_shift, nch_sh = m_nch_shift, rb_sh = m_row_shift;
   // One row-sized chunk of a run on `bank`: its hit or miss, counted when sampled.
   auto visit = [&](Bank& bank, int64_t row, bool count) {
@@ -535,56 +509,42 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     bank.written = is_write || (hit && bank.written);
     bank.open_row = row;
   };
-  auto walk_run = [&](uint64_t a0, uint64_t len, bool count) {
-    const uint64_t s0 = div(a0, il, il_sh), s1 = div(a0 + len - 1, il, il_sh);
+  // One run's row-sized chunks, channel by channel. `pow2`: std::true_type when the geometry is a
+  // power of two (it is on every preset): the divisions below are then shifts and masks, compiled
+  // as such.
+  auto walk_geometry = [&](auto pow2, uint64_t a0, uint64_t len, bool count) {
+    constexpr bool p2 = decltype(pow2)::value;
+    auto div = [](uint64_t x, uint64_t d, uint32_t sh) { return p2 ? x >> sh : x / d; };
+    auto mod = [](uint64_t x, uint64_t d) { return p2 ? x & (d - 1) : x % d; };
+    const uint64_t a1 = a0 + len - 1;
+    const uint64_t s0 = div(a0, il, il_sh), s1 = div(a1, il, il_sh);
     // A short run touches fewer channels than there are: only those.
     const uint64_t c_begin = s1 - s0 + 1 < nch ? mod(s0, nch) : 0;
     const uint64_t c_count = std::min<uint64_t>(nch, s1 - s0 + 1);
-    for (uint64_t ci = 0; ci < c_count; ++ci) {
-      const uint64_t c = mod(c_begin + ci, nch);
-      const uint64_t sf = s0 + mod(c + nch - mod(s0, nch), nch);  // first stripe of channel c in the run
-      const uint64_t sl = s1 - mod(mod(s1, nch) + nch - c, nch);   // last
-      const uint64_t lo = div(sf, nch, nch_sh) * il + (sf == s0 ? mod(a0, il) : 0);
-      const uint64_t hi = div(sl, nch, nch_sh) * il + (sl == s1 ? mod(a0 + len - 1, il) : il - 1);
-      for (uint64_t k = div(lo, rb, rb_sh); k <= div(hi, rb, rb_sh); ++k) {
-        int64_t row = 0;
-        Bank& bank = m_channels[c].banks[bank_of(k * rb, row)];
-        visit(bank, row, count);
-      }
-    }
-  };
-  // The same walk for power-of-two geometry (every preset), with the per-channel arithmetic in
-  // shifts and masks worked out once per run, and the bank of a row looked up once for all the
-  // channels whose share of the run lies in that row.
-  auto walk_run_p2 = [&](uint64_t a0, uint64_t len, bool count) {
-    const uint64_t ilm = il - 1, nchm = nch - 1;
-    const uint64_t a1 = a0 + len - 1;
-    const uint64_t s0 = a0 >> il_sh, s1 = a1 >> il_sh;
-    const uint64_t c_begin = s1 - s0 + 1 < nch ? (s0 & nchm) : 0;
-    const uint64_t c_count = std::min<uint64_t>(nch, s1 - s0 + 1);
-    const uint64_t s0m = s0 & nchm, s1m = s1 & nchm, a0m = a0 & ilm, a1m = a1 & ilm;
+    const uint64_t s0m = mod(s0, nch), s1m = mod(s1, nch), a0m = mod(a0, il), a1m = mod(a1, il);
+    // The bank of a row, looked up once for all the channels whose share of the run lies in it.
     uint64_t memo_k = UINT64_MAX;
     uint32_t memo_bank = 0;
     int64_t memo_row = 0;
     for (uint64_t ci = 0; ci < c_count; ++ci) {
-      const uint64_t c = (c_begin + ci) & nchm;
-      const uint64_t sf = s0 + ((c + nch - s0m) & nchm);  // first stripe of channel c in the run
-      const uint64_t sl = s1 - ((s1m + nch - c) & nchm);  // last
-      const uint64_t lo = ((sf >> nch_sh) << il_sh) + (sf == s0 ? a0m : 0);
-      const uint64_t hi = ((sl >> nch_sh) << il_sh) + (sl == s1 ? a1m : ilm);
+      const uint64_t c = mod(c_begin + ci, nch);
+      const uint64_t sf = s0 + mod(c + nch - s0m, nch);  // first stripe of channel c in the run
+      const uint64_t sl = s1 - mod(s1m + nch - c, nch);  // last
+      const uint64_t lo = div(sf, nch, nch_sh) * il + (sf == s0 ? a0m : 0);
+      const uint64_t hi = div(sl, nch, nch_sh) * il + (sl == s1 ? a1m : il - 1);
       Bank* banks = m_channels[c].banks.data();
-      for (uint64_t k = lo >> rb_sh, k_end = hi >> rb_sh; k <= k_end; ++k) {
+      for (uint64_t k = div(lo, rb, rb_sh), k_end = div(hi, rb, rb_sh); k <= k_end; ++k) {
         if (k != memo_k) {
           memo_k = k;
-          memo_bank = bank_of(k << rb_sh, memo_row);
+          memo_bank = bank_of(k * rb, memo_row);
         }
         visit(banks[memo_bank], memo_row, count);
       }
     }
   };
   auto walk = [&](uint64_t a0, uint64_t len, bool count) {
-    if (p2) walk_run_p2(a0, len, count);
-    else walk_run(a0, len, count);
+    if (m_geom_pow2) walk_geometry(std::true_type{}, a0, len, count);
+    else walk_geometry(std::false_type{}, a0, len, count);
   };
   constexpr uint64_t kSampleRuns = 16;
   const uint64_t walked = std::min(runs, kSampleRuns);

@@ -197,6 +197,8 @@ class Lpddr5 : public Component {
   Scalar& m_bytes_coalesced;
   struct Recent { uint64_t addr = 0, bytes = 0; double issued = 0, done = 0; };
   FlatMap<Recent> m_recent;
+  // A request's slot in m_recent.
+  static uint64_t recent_key(uint64_t addr, uint64_t bytes) { return addr * 1315423911ull ^ bytes; }
   Scalar& m_last_done;
 };
 
