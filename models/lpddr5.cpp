@@ -94,6 +94,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
 
   m_channels.resize(m_t.channels);
   m_segs.resize(m_t.channels);
+  m_replay_n.resize(m_t.channels);
   for (uint32_t c = 0; c < m_t.channels; ++c) {
     Channel& ch = m_channels[c];
     ch.banks.resize(m_t.banks);
@@ -268,38 +269,38 @@ inline uint32_t Lpddr5::bank_of(uint64_t local, int64_t& row) const {
   return b;
 }
 
-bool Lpddr5::row_hit(Bank& bank, int64_t row, double t) {
+inline bool Lpddr5::row_hit(Bank& bank, int64_t row, double t) {
   bool hit = bank.open_row == row;
   const uint32_t k = m_t.reorder_rows;
   if (k <= 1) return hit;
-  // The slot holding this row, else the least recently used one (the row the scheduler no
-  // longer holds requests for).
-  uint32_t slot = 0;
-  bool found = false;
-  for (uint32_t i = 0; i < k; ++i)
+  // The slot holding this row; else the first empty one (a refresh empties them all); else the
+  // least recently used (the row the scheduler no longer holds requests for).
+  uint32_t slot = 0, empty = k;
+  for (uint32_t i = 0; i < k; ++i) {
     if (bank.recent_row[i] == row) {
-      slot = i;
-      found = true;
-      break;
+      hit = hit || t - bank.recent_t[i] <= m_t.reorder_window;
+      bank.recent_t[i] = std::max(bank.recent_t[i], t);
+      return hit;
     }
-  if (found) {
-    hit = hit || t - bank.recent_t[slot] <= m_t.reorder_window;
-  } else {
-    // An empty slot if there is one (a refresh empties them all), else the oldest.
-    for (uint32_t i = 0; i < k; ++i) {
-      if (bank.recent_row[i] < 0) {
-        slot = i;
-        break;
-      }
-      if (bank.recent_t[i] < bank.recent_t[slot]) slot = i;
+    if (bank.recent_row[i] < 0) {
+      if (empty == k) empty = i;
+    } else if (bank.recent_t[i] < bank.recent_t[slot]) {
+      slot = i;
     }
   }
-  bank.recent_t[slot] = found ? std::max(bank.recent_t[slot], t) : t;
+  if (empty < k) slot = empty;
+  bank.recent_t[slot] = t;
   bank.recent_row[slot] = row;
   return hit;
 }
 
+void Lpddr5::split_banks() {
+  for (size_t c = 1; c < m_channels.size(); ++c) m_channels[c].banks = m_channels[0].banks;
+  m_banks_uniform = false;
+}
+
 double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool is_write, double t) {
+  if (m_banks_uniform) split_banks();
   Channel& ch = m_channels[c];
   const double cas = is_write ? m_t.t_wl : m_t.t_rl;
   double done = t;
@@ -495,59 +496,83 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   }
   m_mix[is_write ? 1 : 0] += static_cast<double>(bytes);  // about the bytes of the last mix_window
   const uint32_t il_sh = m_il_shift, nch_sh = m_nch_shift, rb_sh = m_row_shift;
-  // One row-sized chunk of a run on `bank`: its hit or miss, counted when sampled.
-  auto visit = [&](Bank& bank, int64_t row, bool count) {
+  // Every run of the stream covers whole stripes of every channel (starts and ends on a multiple
+  // of interleave x channels): each channel then sees the same rows in the same order, and while
+  // the channels' banks are uniform, channel 0's walk stands for all of them.
+  constexpr uint64_t kSampleRuns = 16;
+  const uint64_t walked = std::min(runs, kSampleRuns);
+  bool whole_stripes = m_banks_uniform;
+  for (uint64_t r = 0; whole_stripes && r <= walked; ++r) {
+    if (r == walked && runs == walked) break;
+    uint64_t len = 0;
+    const uint64_t a0 = run_at(r == walked ? runs - 1 : r, len);
+    whole_stripes = a0 % (il * nch) == 0 && len % (il * nch) == 0;
+  }
+  if (!whole_stripes && m_banks_uniform) split_banks();
+  // One row-sized chunk of a run on `bank`: its hit or miss, counted when sampled; a miss's
+  // exposed precharge + activate time is appended to channel c's list for this run.
+  const uint64_t lanes = whole_stripes ? 1 : nch;  // channels walked (whole_stripes: channel 0 only)
+  uint64_t max_chunks = 0;                          // a run's chunks per channel, at most
+  auto visit = [&](Bank& bank, int64_t row, bool count, uint64_t c) {
     const bool hit = row_hit(bank, row, t_arrive);
     if (count) {
       ++chunks;
       if (!hit) {
         ++misses;
         const double close = bank.open_row >= 0 ? m_t.t_rp + (bank.written ? m_t.t_wr : 0.0) : 0.0;
-        exposed_sum += std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
+        m_replay[c * max_chunks + m_replay_n[c]++] = std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
       }
     }
     bank.written = is_write || (hit && bank.written);
     bank.open_row = row;
   };
-  // One run's row-sized chunks, channel by channel. `pow2`: std::true_type when the geometry is a
-  // power of two (it is on every preset): the divisions below are then shifts and masks, compiled
-  // as such.
+  // One run's row-sized chunks. The address space falls into blocks of `channels` rows: block j
+  // holds row chunk j of every channel (a row is a whole number of interleave stripes), so a
+  // block's bank and row are looked up once and each channel with a stripe of the run in it is
+  // visited. A channel's chunks come in address order, as its banks' state needs. The exposed
+  // times are then summed channel by channel, from the run's first channel on, as a
+  // channel-major walk would add them, so that the sum does not depend on the walk's order.
+  // `pow2`: std::true_type when the geometry is a power of two (it is on every preset):
+  // divisions are then shifts and masks, compiled as such.
   auto walk_geometry = [&](auto pow2, uint64_t a0, uint64_t len, bool count) {
     constexpr bool p2 = decltype(pow2)::value;
     auto div = [](uint64_t x, uint64_t d, uint32_t sh) { return p2 ? x >> sh : x / d; };
     auto mod = [](uint64_t x, uint64_t d) { return p2 ? x & (d - 1) : x % d; };
-    const uint64_t a1 = a0 + len - 1;
-    const uint64_t s0 = div(a0, il, il_sh), s1 = div(a1, il, il_sh);
-    // A short run touches fewer channels than there are: only those.
-    const uint64_t c_begin = s1 - s0 + 1 < nch ? mod(s0, nch) : 0;
-    const uint64_t c_count = std::min<uint64_t>(nch, s1 - s0 + 1);
-    const uint64_t s0m = mod(s0, nch), s1m = mod(s1, nch), a0m = mod(a0, il), a1m = mod(a1, il);
-    // The bank of a row, looked up once for all the channels whose share of the run lies in it.
-    uint64_t memo_k = UINT64_MAX;
-    uint32_t memo_bank = 0;
-    int64_t memo_row = 0;
-    for (uint64_t ci = 0; ci < c_count; ++ci) {
-      const uint64_t c = mod(c_begin + ci, nch);
-      const uint64_t sf = s0 + mod(c + nch - s0m, nch);  // first stripe of channel c in the run
-      const uint64_t sl = s1 - mod(s1m + nch - c, nch);  // last
-      const uint64_t lo = div(sf, nch, nch_sh) * il + (sf == s0 ? a0m : 0);
-      const uint64_t hi = div(sl, nch, nch_sh) * il + (sl == s1 ? a1m : il - 1);
-      Bank* banks = m_channels[c].banks.data();
-      for (uint64_t k = div(lo, rb, rb_sh), k_end = div(hi, rb, rb_sh); k <= k_end; ++k) {
-        if (k != memo_k) {
-          memo_k = k;
-          memo_bank = bank_of(k * rb, memo_row);
-        }
-        visit(banks[memo_bank], memo_row, count);
+    const uint64_t a1 = a0 + len - 1, block = nch * rb;
+    const uint64_t j0 = div(a0, block, nch_sh + rb_sh), j1 = div(a1, block, nch_sh + rb_sh);
+    if (count) {
+      max_chunks = j1 - j0 + 1;
+      if (m_replay.size() < lanes * max_chunks) m_replay.resize(lanes * max_chunks);
+      std::fill(m_replay_n.begin(), m_replay_n.begin() + static_cast<std::ptrdiff_t>(lanes), 0);
+    }
+    for (uint64_t j = j0; j <= j1; ++j) {
+      int64_t row = 0;
+      const uint32_t b = bank_of(j * rb, row);
+      const uint64_t s_lo = div(std::max(a0, j * block), il, il_sh);
+      const uint64_t s_hi = div(std::min(a1, j * block + block - 1), il, il_sh);
+      const uint64_t n = std::min<uint64_t>(lanes, s_hi - s_lo + 1);
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t c = mod(s_lo + i, nch);
+        visit(m_channels[c].banks[b], row, count, c);
       }
+    }
+    if (!count) return;
+    const uint64_t s0 = div(a0, il, il_sh), s1 = div(a1, il, il_sh);
+    const uint64_t c_begin = s1 - s0 + 1 < nch ? mod(s0, nch) : 0;
+    for (uint64_t ci = 0; ci < nch; ++ci) {
+      const uint64_t c = whole_stripes ? 0 : mod(c_begin + ci, nch);
+      for (uint32_t i = 0; i < m_replay_n[c]; ++i) exposed_sum += m_replay[c * max_chunks + i];
     }
   };
   auto walk = [&](uint64_t a0, uint64_t len, bool count) {
+    const uint64_t chunks0 = chunks, misses0 = misses;
     if (m_geom_pow2) walk_geometry(std::true_type{}, a0, len, count);
     else walk_geometry(std::false_type{}, a0, len, count);
+    if (!whole_stripes) return;
+    // Channels 1.. as channel 0 (their exposed times are already summed).
+    chunks += (chunks - chunks0) * (nch - 1);
+    misses += (misses - misses0) * (nch - 1);
   };
-  constexpr uint64_t kSampleRuns = 16;
-  const uint64_t walked = std::min(runs, kSampleRuns);
   for (uint64_t r = 0; r < walked; ++r) {
     uint64_t len = 0;
     const uint64_t a0 = run_at(r, len);

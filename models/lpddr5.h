@@ -104,6 +104,14 @@ class Lpddr5 : public Component {
   // Whether a request to `row` at t finds it open, or batched with one of the bank's recent rows
   // (reorder_rows, reorder_window); records the row as used at t either way.
   bool row_hit(Bank& bank, int64_t row, double t);
+  // While every channel's banks hold the same state, only channel 0's are kept (a stream whose
+  // runs cover whole stripes of every channel walks channel 0 and counts it for all). The first
+  // access that treats the channels unevenly gives each channel its own copy.
+  bool m_banks_uniform = true;
+  void split_banks();
+  // stream(): one run's exposed miss times, per channel in address order, and their counts
+  std::vector<double> m_replay;
+  std::vector<uint32_t> m_replay_n;
   struct Bin {
     double free = 0;   // bus time still free
     double rd = 0, wr = 0;  // bytes each way
