@@ -117,6 +117,10 @@ double simulated_ps(Fixture& f) {
 }
 
 void BM_timing(benchmark::State& s, Fixture* f) {
+  // As `vspyre run --no-data`: no GEMM runs, so OpenBLAS's worker threads (started when the
+  // library loads, spinning for a while) are stopped rather than left to compete for the CPUs.
+  // A data benchmark after this one starts them again.
+  ops::release_blas_threads();
   Card& c = card();
   const auto params = plan_card_params(c);
   const auto limits = limits_of(c, params);
