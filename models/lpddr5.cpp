@@ -69,6 +69,13 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                 1, kMaxReorderRows));
   m_t.reorder_window = ns("reorder_window", "1us",
                           "how long a bank's recent row stays in the scheduler's reach (see reorder_rows)");
+  // Host speed only: the results are the same either way (a test checks it), false walks every
+  // channel of every stream.
+  m_banks_uniform = p.get_bool("flow_shortcut", true,
+                               {"flow DMA model: while every channel's banks hold the same state, a stream that "
+                                "covers whole interleave stripes walks channel 0 for all (host speed only; "
+                                "results identical)",
+                                Provenance::Derived});
   m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
     throw ConfigError(SourceLoc{path()}, path() + ".interleave: must be a multiple of 128B");

@@ -106,7 +106,8 @@ class Lpddr5 : public Component {
   bool row_hit(Bank& bank, int64_t row, double t);
   // While every channel's banks hold the same state, only channel 0's are kept (a stream whose
   // runs cover whole stripes of every channel walks channel 0 and counts it for all). The first
-  // access that treats the channels unevenly gives each channel its own copy.
+  // access that treats the channels unevenly gives each channel its own copy. (Config key
+  // flow_shortcut: false starts with a copy each.)
   bool m_banks_uniform = true;
   void split_banks();
   // stream(): one run's exposed miss times, per channel in address order, and their counts
