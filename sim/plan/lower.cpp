@@ -1087,6 +1087,13 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
 Plan lower(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExecution>& resolved,
            const CardParams& card) {
   Plan plan;
+  lower(lb, resolved, card, plan);
+  return plan;
+}
+
+void lower(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExecution>& resolved,
+           const CardParams& card, Plan& plan) {
+  plan.Clear();
   plan.set_bundle(lb.dir.string());
   plan.set_card_cores(card.cores);
   LoweringInfo* info = plan.mutable_info();
@@ -1111,7 +1118,6 @@ Plan lower(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExe
                          std::to_string(card.cores) + " cores");
     l.sdsc(*r.sdsc, r, i++);
   }
-  return plan;
 }
 
 std::string to_text(const Plan& p) {
