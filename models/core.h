@@ -64,6 +64,7 @@ class Core : public Component {
   // Loads a program to run from `start_ps`; Card::run starts every core together.
   void load(std::vector<CoreOp> program, double start_ps);
   bool finished() const { return m_remaining == 0; }
+  const std::vector<CoreOp>& program() const { return m_program; }  // the loaded program
   const std::vector<OpResult>& results() const { return m_results; }
   double finish_ps() const { return m_finish_ps; }
   sc_core::sc_event& go() { return m_go; }
