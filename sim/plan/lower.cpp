@@ -76,6 +76,7 @@ struct Tensor {
   std::vector<bool> stick;        // per layout dim: the stick dimension
   std::vector<uint64_t> full;     // whole-tensor count per dim (sticks for the stick dim)
   std::vector<uint64_t> stride;   // bytes
+  std::vector<uint64_t> max_ext;  // per layout dim: largest per-core extent over the cores, elements
   uint64_t stick_elems = 64;
   bool has(const std::string& d) const {
     for (size_t i = 0; i < dims.size(); ++i)
@@ -104,6 +105,7 @@ class Lowerer {
   bool shuffle(const Sdsc& s, uint64_t exec_index);
   std::vector<Tensor> tensors(const Sdsc& s) const;
   uint64_t ext_of(const Sdsc& s, uint32_t core, const std::string& d) const;
+  uint64_t max_ext_of(const Sdsc& s, const std::string& d) const;  // over the SDSC's cores
 
   const CardParams& m_card;
   Plan& m_plan;
@@ -150,6 +152,7 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
       t.stick.push_back(stk);
       t.full.push_back(full);
       t.stride.push_back(stride);
+      t.max_ext.push_back(max_ext_of(s, d));
       stride *= full;
     }
     out.push_back(std::move(t));
@@ -166,6 +169,12 @@ uint64_t Lowerer::ext_of(const Sdsc& s, uint32_t core, const std::string& d) con
   if (v <= 0) v = s.ss_of(d);
   if (v <= 0) v = static_cast<int64_t>(ceil_div(static_cast<uint64_t>(std::max<int64_t>(1, s.n_of(d))), slices));
   return static_cast<uint64_t>(v);
+}
+
+uint64_t Lowerer::max_ext_of(const Sdsc& s, const std::string& d) const {
+  uint64_t ext = 0;
+  for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, d));
+  return ext;
 }
 
 // A block of a tensor: per layout dim, an offset and a count in that dim's units.
@@ -442,7 +451,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     // On the PT array a tile thinner than its rows (times the corelets sharing the work) wastes
     // the array; never cut a matmul's dimension finer than that.
     if (uses_pt) dt.gran = std::max<uint64_t>(dt.gran, static_cast<uint64_t>(m_card.pt_rows) * m_card.corelets);
-    for (uint32_t c : s.core_ids) dt.max_ext = std::max(dt.max_ext, ext_of(s, c, d));
+    dt.max_ext = max_ext_of(s, d);
     dt.tile = ceil_div(dt.max_ext, dt.gran) * dt.gran;
     if (dt.max_ext > dt.gran) tiles.push_back(dt);
   }
@@ -456,17 +465,15 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     if (t.reduced[i]) return 1;
     return t.stick[i] ? ceil_div(ext, t.stick_elems) : ext;
   };
-  // Bytes of the largest block of tensor t with the current tiling (max extents), or of its whole
-  // per-core share (`whole`: no tiling).
   // Units of tensor t along layout dim i in its largest block with the current tiling, or in its
   // whole per-core share (`whole`: no tiling).
   auto block_units = [&](const Tensor& t, size_t i, bool whole) -> uint64_t {
     const DimTile* dt = t.reduced[i] ? nullptr : tile_of(t.dims[i]);
-    uint64_t ext = dt ? (whole ? dt->max_ext : std::min(dt->tile, dt->max_ext)) : 0;
-    if (!dt)
-      for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[i]));
+    const uint64_t ext = !dt ? t.max_ext[i] : whole ? dt->max_ext : std::min(dt->tile, dt->max_ext);
     return units(t, i, ext);
   };
+  // Bytes of the largest block of tensor t with the current tiling (max extents), or of its whole
+  // per-core share (`whole`: no tiling).
   auto share_bytes = [&](const Tensor& t, bool whole) -> uint64_t {
     uint64_t b = SB;
     for (size_t i = 0; i < t.dims.size(); ++i) b *= block_units(t, i, whole);
@@ -486,11 +493,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     for (const auto& t : ts) {
       if (t.hbm || t.alloc < 0) continue;
       uint64_t b = SB;
-      for (size_t i = 0; i < t.dims.size(); ++i) {
-        uint64_t ext = 0;
-        for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[i]));
-        b *= units(t, i, ext);
-      }
+      for (size_t i = 0; i < t.dims.size(); ++i) b *= units(t, i, t.max_ext[i]);
       const uint64_t off = static_cast<size_t>(t.alloc) < r.addresses.size() && c0 < r.addresses[t.alloc].size()
                                ? r.addresses[t.alloc][c0]
                                : 0;
