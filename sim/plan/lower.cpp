@@ -205,9 +205,11 @@ uint64_t block_byte_count(const Tensor& t, const std::vector<uint64_t>& cnt, uin
   return bytes;
 }
 
-Block make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off, const std::vector<uint64_t>& cnt,
-                 uint64_t stick_bytes) {
-  Block b;
+// The block of tensor t at offsets `off` with counts `cnt` (per layout dim), into `b`: the tile
+// loop makes one per DMA op, so the storage of b.levels is reused.
+void make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off, const std::vector<uint64_t>& cnt,
+                uint64_t stick_bytes, Block& b) {
+  b.levels.clear();
   b.addr = base;
   for (size_t i = 0; i < t.dims.size(); ++i) b.addr += off[i] * t.stride[i];
   size_t i = 0;
@@ -227,7 +229,20 @@ Block make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& of
     b.run = b.bytes;
     b.levels.clear();
   }
-  return b;
+}
+
+// The transfer of a DMA_IN / DMA_OUT op: block b of tensor `tensor`.
+void set_transfer(Op* o, const Block& b, uint32_t tensor) {
+  o->set_addr(b.addr);
+  o->set_bytes(b.bytes);
+  o->set_run_bytes(b.run);
+  o->set_tensor(tensor);
+  o->mutable_levels()->Reserve(static_cast<int>(b.levels.size()));
+  for (auto [cnt, stride] : b.levels) {
+    StrideLevel* l = o->add_levels();
+    l->set_count(cnt);
+    l->set_stride(stride);
+  }
 }
 
 // One LX state of a shuffle (formats.md C.5): which core holds which slice, and where each stick
@@ -787,6 +802,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
 
   std::map<uint32_t, uint64_t> partial_bytes, partial_elems;  // for cross-core combines
   std::vector<uint64_t> off_scratch, cnt_scratch;
+  Block block_scratch;
   for (uint32_t core : s.core_ids) {
     CoreProgram* prog = st->add_cores();
     prog->set_core(core);
@@ -842,14 +858,15 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         cnt_scratch[i] = units(t, i, e);
       }
     };
-    auto block_at = [&](size_t k) {
+    auto block_at = [&](size_t k) -> const Block& {
       block_counts(k);
       const Tensor& t = ts[k];
       const uint64_t base = t.alloc >= 0 && static_cast<size_t>(t.alloc) < r.addresses.size() &&
                                     core < r.addresses[t.alloc].size()
                                 ? r.addresses[t.alloc][core]
                                 : 0;
-      return make_block(t, base, off_scratch, cnt_scratch, SB);
+      make_block(t, base, off_scratch, cnt_scratch, SB, block_scratch);
+      return block_scratch;
     };
     // make_block's byte count, without building the block.
     auto block_size = [&](size_t k) {
@@ -863,17 +880,6 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       for (size_t i = 0; i < ts[k].dims.size(); ++i)
         if (!ts[k].reduced[i]) e *= cur_ext(cut[k][i], dim_ext[k][i]);
       return e;
-    };
-    auto fill_dma = [&](Op* o, const Block& b, uint32_t tensor) {
-      o->set_addr(b.addr);
-      o->set_bytes(b.bytes);
-      o->set_run_bytes(b.run);
-      o->set_tensor(tensor);
-      for (auto [cnt, stride] : b.levels) {
-        StrideLevel* l = o->add_levels();
-        l->set_count(cnt);
-        l->set_stride(stride);
-      }
     };
     std::vector<uint32_t> in_deps;
     for (uint64_t ti = 0; ti < total; ++ti) {
@@ -896,7 +902,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         for (size_t j = 0; same && j < nt; ++j) same = lp[j] == (has_tile[k][j] ? coord[j] : UINT64_MAX);
         if (!same) {
           auto [o, idx] = add(Op::DMA_IN, in_name[k], tile);
-          fill_dma(o, block_at(k), t.idx);
+          set_transfer(o, block_at(k), t.idx);
           // Its buffer is free once the compute that used it nbuf tiles ago is done.
           if (loaded[sl] && ti >= nbuf && compute_end[ti - nbuf] >= 0)
             o->add_deps(static_cast<uint32_t>(compute_end[ti - nbuf]));
@@ -965,7 +971,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
             if (same) continue;
           }
           auto [o, idx] = add(Op::DMA_OUT, out_name[k], tile);
-          fill_dma(o, block_at(k), t.idx);
+          set_transfer(o, block_at(k), t.idx);
           if (prev >= 0) o->add_deps(static_cast<uint32_t>(prev));
           store_of[ti] = idx;
         }
@@ -1067,16 +1073,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
             const uint64_t base = static_cast<size_t>(t.alloc) < r.addresses.size() && core < r.addresses[t.alloc].size()
                                       ? r.addresses[t.alloc][core]
                                       : 0;
-            const Block b = make_block(t, base, off, cnt, SB);
-            o->set_addr(b.addr);
-            o->set_bytes(b.bytes);
-            o->set_run_bytes(b.run);
-            o->set_tensor(t.idx);
-            for (auto [c, sd] : b.levels) {
-              StrideLevel* l = o->add_levels();
-              l->set_count(c);
-              l->set_stride(sd);
-            }
+            Block b;
+            make_block(t, base, off, cnt, SB, b);
+            set_transfer(o, b, t.idx);
             if (combine >= 0) o->add_deps(static_cast<uint32_t>(combine));
           }
         }
