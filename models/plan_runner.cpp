@@ -71,7 +71,6 @@ std::vector<std::vector<CoreOp>> stage_programs(const plan::Stage& stage) {
       CoreOp& c = out.emplace_back();
       c.name = op.name();
       c.extra_ps = op.fixed_ps();
-      c.deps.reserve(static_cast<size_t>(op.deps_size()));
       for (uint32_t d : op.deps()) {
         if (d >= static_cast<uint32_t>(i))
           throw InputError("plan stage '" + stage.name() + "' core " + std::to_string(cp.core()) + " op " +
