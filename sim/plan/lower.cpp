@@ -72,8 +72,9 @@ struct Tensor {
   int alloc = -1;  // index in Sdsc::allocations (the HBM one if any)
   bool is_input = false, is_output = false;
   std::vector<std::string> dims;  // layout order, innermost first
-  std::vector<bool> reduced;      // per layout dim
-  std::vector<bool> stick;        // per layout dim: the stick dimension
+  // Flags as char, not vector<bool>: the tile loop reads them for every op it writes.
+  std::vector<char> reduced;      // per layout dim
+  std::vector<char> stick;        // per layout dim: the stick dimension
   std::vector<uint64_t> full;     // whole-tensor count per dim (sticks for the stick dim)
   std::vector<uint64_t> stride;   // bytes
   std::vector<uint64_t> max_ext;  // per layout dim: largest per-core extent over the cores, elements
