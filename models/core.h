@@ -121,13 +121,15 @@ class Core : public Component {
 
  private:
   void engine_thread(Engine e);
-  double run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper& qk);
-  // One piece of a DMA operation; `trans` and `window` (outstanding slots) are the operation's.
+  // `trans`: the engine's transaction object, reused by each of its operations, which sets every
+  // field it sends (constructing a payload allocates its extension array).
+  double run_dma(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans);
+  // One piece of a DMA operation; `window` (outstanding slots) is the operation's.
   // `next_piece`: where the next piece starts (null for the last).
   double run_dma_piece(const CoreOp& op, uint64_t addr, bool is_write, double t, tlm::tlm_generic_payload& trans,
                        std::vector<double>& window, const uint64_t* next_piece);
-  double run_dma_stream(const CoreOp& op, bool is_write, double t);
-  double run_ring(const CoreOp& op, double t, tlm_utils::tlm_quantumkeeper& qk);
+  double run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans);
+  double run_ring(const CoreOp& op, double t, tlm::tlm_generic_payload& trans);
   void finish_op(uint32_t i, double start, double end);
 
   double m_clock_hz;
@@ -140,6 +142,7 @@ class Core : public Component {
   double m_dma_issue_ps;
   bool m_dma_flow = false;
 
+  tlm::tlm_generic_payload m_trans[kEngineCount];  // each engine's transactions, one at a time
   std::vector<CoreOp> m_program;
   std::vector<uint32_t> m_by_engine[kEngineCount];  // each engine's operations, in program order
   std::vector<OpResult> m_results;
