@@ -16,6 +16,7 @@
 // runs once. Filter: vspyre_bench_fixtures --benchmark_filter='fixture/mm_.*' (not run by CI).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <google/protobuf/arena.h>
 
 #include <algorithm>
 #include <chrono>
@@ -105,14 +106,21 @@ void scan() {
             [](const Fixture& a, const Fixture& b) { return a.name < b.name; });
 }
 
+// What `vspyre run --no-data` does: load, resolve, lower (the plan on an arena) and run the plan.
+PlanResult run_timing(Card& c, const Fixture& f, const plan::CardParams& params, const bundle::CardLimits& limits) {
+  const auto lb = bundle::load_bundle(f.dir, limits);
+  const auto resolved = bundle::resolve(lb, plan::default_bindings(lb), limits);
+  google::protobuf::Arena arena;
+  plan::Plan& p = *google::protobuf::Arena::CreateMessage<plan::Plan>(&arena);
+  plan::lower(lb, resolved, params, p);
+  return run_plan(c, p);
+}
+
 double simulated_ps(Fixture& f) {
   if (f.sim_ps > 0) return f.sim_ps;
   Card& c = card();
   const auto params = plan_card_params(c);
-  const auto limits = limits_of(c, params);
-  const auto lb = bundle::load_bundle(f.dir, limits);
-  const auto resolved = bundle::resolve(lb, plan::default_bindings(lb), limits);
-  f.sim_ps = run_plan(c, plan::lower(lb, resolved, params)).kernel_ps;
+  f.sim_ps = run_timing(c, f, params, limits_of(c, params)).kernel_ps;
   return f.sim_ps;
 }
 
@@ -127,9 +135,7 @@ void BM_timing(benchmark::State& s, Fixture* f) {
   double sim_ps = 0, host = 0;
   for (auto _ : s) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto lb = bundle::load_bundle(f->dir, limits);
-    const auto resolved = bundle::resolve(lb, plan::default_bindings(lb), limits);
-    const PlanResult r = run_plan(c, plan::lower(lb, resolved, params));
+    const PlanResult r = run_timing(c, *f, params, limits);
     host += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sim_ps = r.kernel_ps;
   }

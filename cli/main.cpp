@@ -16,6 +16,8 @@
 
 #include <unistd.h>
 
+#include <google/protobuf/arena.h>
+
 #include <nlohmann/json.hpp>
 #include <systemc>
 
@@ -435,7 +437,8 @@ int cmd_run(Args a) {
     limits.lx_bytes = card.core(0).lx_size();
     limits.lx_reserved = card.core(0).lx_size() - card.core(0).lx_usable();
   }
-  plan::Plan p;
+  google::protobuf::Arena arena;  // the plan's messages (see plan::lower)
+  plan::Plan& p = *google::protobuf::Arena::CreateMessage<plan::Plan>(&arena);
   bundle::LoadedBundle lb;
   bundle::Bindings bindings;
   std::vector<bundle::ResolvedExecution> resolved;
@@ -443,7 +446,7 @@ int cmd_run(Args a) {
     lb = bundle::load_bundle(a.positional[0], limits);
     bindings = plan::default_bindings(lb);
     resolved = bundle::resolve(lb, bindings, limits);
-    p = plan::lower(lb, resolved, params);
+    plan::lower(lb, resolved, params, p);
   } catch (const bundle::LoadError& e) {
     throw InputError(e.what());
   } catch (const plan::LowerError& e) {

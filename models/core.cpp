@@ -169,26 +169,33 @@ double sync_if_ahead(double t_ps, double quantum_ps) {
 }
 }  // namespace
 
+namespace {
+// `ext` attached to `trans` for a scope: an engine's payload outlives the operation's extension,
+// and a payload destroyed with an extension still attached frees it.
+struct ScopedExtension {
+  ScopedExtension(tlm::tlm_generic_payload& t, TransferExt& e) : trans(t), ext(e) { trans.set_extension(&ext); }
+  ~ScopedExtension() { trans.clear_extension(&ext); }
+  ScopedExtension(const ScopedExtension&) = delete;
+  ScopedExtension& operator=(const ScopedExtension&) = delete;
+  tlm::tlm_generic_payload& trans;
+  TransferExt& ext;
+};
+}  // namespace
+
 static std::string hex_addr(uint64_t a) {
   char b[32];
   std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(a));
   return b;
 }
 
-double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper&) {
-  if (m_dma_flow) return run_dma_stream(op, is_write, t);
+double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans) {
+  if (m_dma_flow) return run_dma_stream(op, is_write, t, trans);
   const uint64_t pieces = dma_repeats(op.outer);
-  // One transaction object for every request of the operation (each request sets every field the
-  // memory reads); an operation of many small pieces no longer builds one per piece.
-  tlm::tlm_generic_payload trans;
+  // The engine's transaction object for every request of the operation (each request sets every
+  // field the memory reads).
   TransferExt ext;
   ext.src = id();
-  trans.set_extension(&ext);
-  struct Detach {
-    tlm::tlm_generic_payload& trans;
-    TransferExt& ext;
-    ~Detach() { trans.clear_extension(&ext); }
-  } detach{trans, ext};
+  const ScopedExtension attached(trans, ext);
   std::vector<double> window;  // when each outstanding request slot comes back
   uint64_t piece = op.addr + dma_piece_offset(op.outer, 0);
   for (uint64_t p = 0; p < pieces; ++p) {
@@ -267,11 +274,10 @@ double Core::run_dma_piece(const CoreOp& op, uint64_t base_addr, bool is_write, 
   return last;
 }
 
-double Core::run_dma_stream(const CoreOp& op, bool is_write, double t) {
+double Core::run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans) {
   // Flow mode: the whole operation is one transaction; the memory places it as a stream.
   if (op.bytes == 0) return t;  // nothing to move (as in request mode: no request is issued)
   sync_if_ahead(t, m_quantum_ps);
-  tlm::tlm_generic_payload trans;
   TransferExt ext;
   ext.src = id();
   ext.stream = true;
@@ -282,7 +288,7 @@ double Core::run_dma_stream(const CoreOp& op, bool is_write, double t) {
   ext.outstanding = m_dma_outstanding;
   ext.issue_ps = m_dma_issue_ps;
   ext.outer = op.outer.empty() ? nullptr : &op.outer;
-  trans.set_extension(&ext);
+  const ScopedExtension attached(trans, ext);
   trans.set_command(is_write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
   trans.set_address(op.addr);
   trans.set_data_ptr(nullptr);
@@ -293,7 +299,6 @@ double Core::run_dma_stream(const CoreOp& op, bool is_write, double t) {
   const double base = now_ps();
   sc_core::sc_time delay(t - base, sc_core::SC_PS);
   mem->b_transport(trans, delay);
-  trans.clear_extension(&ext);
   if (trans.is_response_error()) {
     throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " stream at 0x" + hex_addr(op.addr) + " of " +
                      std::to_string(op.bytes) + " B failed: " + trans.get_response_string());
@@ -302,12 +307,11 @@ double Core::run_dma_stream(const CoreOp& op, bool is_write, double t) {
   return base + delay.to_seconds() * 1e12;
 }
 
-double Core::run_ring(const CoreOp& op, double t, tlm_utils::tlm_quantumkeeper&) {
-  tlm::tlm_generic_payload trans;
+double Core::run_ring(const CoreOp& op, double t, tlm::tlm_generic_payload& trans) {
   TransferExt ext;
   ext.src = id();
   ext.dst = op.dst;
-  trans.set_extension(&ext);
+  const ScopedExtension attached(trans, ext);
   trans.set_command(tlm::TLM_WRITE_COMMAND);
   auto send = [&](uint64_t bytes, double at) {
     // The ring's links keep only when each is next free, so a transfer must reach them in time
@@ -341,13 +345,12 @@ double Core::run_ring(const CoreOp& op, double t, tlm_utils::tlm_quantumkeeper&)
       last = std::max(last, end);
     }
   }
-  trans.clear_extension(&ext);
   m_ring_bytes += static_cast<double>(op.bytes);
   return last;
 }
 
 void Core::engine_thread(Engine e) {
-  tlm_utils::tlm_quantumkeeper qk;
+  tlm::tlm_generic_payload& trans = m_trans[static_cast<int>(e)];
   uint64_t seen = 0;
   for (;;) {
     while (seen == m_generation) sc_core::wait(m_go);
@@ -366,14 +369,14 @@ void Core::engine_thread(Engine e) {
       const double start = t;
       double end = start + op.extra_ps;
       switch (e) {
-        case Engine::Load: end = run_dma(op, false, end, qk); break;
-        case Engine::Store: end = run_dma(op, true, end, qk); break;
+        case Engine::Load: end = run_dma(op, false, end, trans); break;
+        case Engine::Store: end = run_dma(op, true, end, trans); break;
         case Engine::Pt:
           end += pt_time_ps(op.m, op.k, op.n, op.bits);
           m_macs += static_cast<double>(op.m) * static_cast<double>(op.k) * static_cast<double>(op.n);
           break;
         case Engine::Sfp: end += sfp_time_ps(op.elements, op.cycles_per_element); break;
-        case Engine::Ring: end = run_ring(op, end, qk); break;
+        case Engine::Ring: end = run_ring(op, end, trans); break;
       }
       finish_op(i, start, end);
       t = end;

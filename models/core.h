@@ -8,6 +8,7 @@
 // saturating device memory), the PT array pays fill and drain per pass, the SFP streams lanes.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,37 @@ namespace vspyre {
 enum class Engine : uint8_t { Load, Store, Pt, Sfp, Ring };
 inline constexpr int kEngineCount = 5;
 const char* engine_name(Engine e);
+
+// The operations an operation waits for (indices of earlier operations in its program). Nearly
+// every operation has at most kInline of them, kept in place: a large plan runs ~10^5 operations,
+// and a heap vector each would cost an allocation and a free per operation. Past kInline they all
+// move to the heap.
+class DepList {
+ public:
+  DepList() = default;
+  DepList(std::initializer_list<uint32_t> deps) {
+    for (uint32_t d : deps) push_back(d);
+  }
+  void push_back(uint32_t d) {
+    if (m_size < kInline) {
+      m_inline[m_size++] = d;
+      return;
+    }
+    if (m_size == kInline) m_spilled.assign(m_inline, m_inline + kInline);
+    m_spilled.push_back(d);
+    ++m_size;
+  }
+  const uint32_t* begin() const { return m_size <= kInline ? m_inline : m_spilled.data(); }
+  const uint32_t* end() const { return begin() + m_size; }
+  size_t size() const { return m_size; }
+  bool empty() const { return m_size == 0; }
+
+ private:
+  static constexpr uint32_t kInline = 5;  // 5 x 4 B and the size fill 24 B, as much as a vector
+  uint32_t m_inline[kInline] = {};
+  uint32_t m_size = 0;
+  std::vector<uint32_t> m_spilled;  // all of them once there are more than kInline
+};
 
 struct CoreOp {
   Engine engine = Engine::Load;
@@ -46,7 +78,7 @@ struct CoreOp {
   double cycles_per_element = 1.0;
   // Fixed extra time, for operations whose cost is known outright (barriers, launch).
   double extra_ps = 0;
-  std::vector<uint32_t> deps;  // indices of earlier operations in the same program
+  DepList deps;  // indices of earlier operations in the same program
 };
 
 struct OpResult {
@@ -64,6 +96,7 @@ class Core : public Component {
   // Loads a program to run from `start_ps`; Card::run starts every core together.
   void load(std::vector<CoreOp> program, double start_ps);
   bool finished() const { return m_remaining == 0; }
+  const std::vector<CoreOp>& program() const { return m_program; }  // the loaded program
   const std::vector<OpResult>& results() const { return m_results; }
   double finish_ps() const { return m_finish_ps; }
   sc_core::sc_event& go() { return m_go; }
@@ -88,13 +121,15 @@ class Core : public Component {
 
  private:
   void engine_thread(Engine e);
-  double run_dma(const CoreOp& op, bool is_write, double t, tlm_utils::tlm_quantumkeeper& qk);
-  // One piece of a DMA operation; `trans` and `window` (outstanding slots) are the operation's.
+  // `trans`: the engine's transaction object, reused by each of its operations, which sets every
+  // field it sends (constructing a payload allocates its extension array).
+  double run_dma(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans);
+  // One piece of a DMA operation; `window` (outstanding slots) is the operation's.
   // `next_piece`: where the next piece starts (null for the last).
   double run_dma_piece(const CoreOp& op, uint64_t addr, bool is_write, double t, tlm::tlm_generic_payload& trans,
                        std::vector<double>& window, const uint64_t* next_piece);
-  double run_dma_stream(const CoreOp& op, bool is_write, double t);
-  double run_ring(const CoreOp& op, double t, tlm_utils::tlm_quantumkeeper& qk);
+  double run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans);
+  double run_ring(const CoreOp& op, double t, tlm::tlm_generic_payload& trans);
   void finish_op(uint32_t i, double start, double end);
 
   double m_clock_hz;
@@ -107,6 +142,7 @@ class Core : public Component {
   double m_dma_issue_ps;
   bool m_dma_flow = false;
 
+  tlm::tlm_generic_payload m_trans[kEngineCount];  // each engine's transactions, one at a time
   std::vector<CoreOp> m_program;
   std::vector<uint32_t> m_by_engine[kEngineCount];  // each engine's operations, in program order
   std::vector<OpResult> m_results;

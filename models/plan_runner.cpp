@@ -37,34 +37,22 @@ namespace {
 // beyond it the CoreOp approximates the addresses with the innermost stride.
 constexpr uint64_t kMaxDmaPieces = 4096;
 
-void add_dma(std::vector<CoreOp>& out, const plan::Op& op, Engine e, std::vector<uint32_t> deps) {
-  CoreOp c;
-  c.engine = e;
-  c.name = op.name();
-  c.deps = std::move(deps);
-  c.extra_ps = op.fixed_ps();
+// The DMA fields of `c` for a DMA_IN / DMA_OUT plan op.
+void set_dma(CoreOp& c, const plan::Op& op) {
+  c.engine = op.kind() == plan::Op::DMA_IN ? Engine::Load : Engine::Store;
+  c.addr = op.addr();
+  c.bytes = op.bytes();
   const auto& lv = op.levels();
-  if (lv.empty()) {
-    c.addr = op.addr();
-    c.bytes = op.bytes();
-    out.push_back(std::move(c));
-    return;
-  }
+  if (lv.empty()) return;
   uint64_t pieces = 1;
   for (int i = 1; i < lv.size(); ++i) pieces *= lv[i].count();
   c.run_bytes = op.run_bytes();
   c.stride = lv[0].stride();
-  if (pieces > kMaxDmaPieces || pieces == 1) {
-    c.addr = op.addr();
-    c.bytes = op.bytes();
-    out.push_back(std::move(c));
-    return;
-  }
+  if (pieces > kMaxDmaPieces || pieces == 1) return;
   // One CoreOp: the piece (the innermost level), repeated over the outer levels.
-  c.addr = op.addr();
   c.bytes = op.run_bytes() * lv[0].count();
+  c.outer.reserve(static_cast<size_t>(lv.size() - 1));
   for (int i = 1; i < lv.size(); ++i) c.outer.push_back(DmaLevel{lv[i].count(), lv[i].stride()});
-  out.push_back(std::move(c));
 }
 
 }  // namespace
@@ -75,56 +63,49 @@ std::vector<std::vector<CoreOp>> stage_programs(const plan::Stage& stage) {
   std::vector<std::vector<CoreOp>> progs(top);
   for (const auto& cp : stage.cores()) {
     auto& out = progs[cp.core()];
+    // One CoreOp per plan op, built in place. A core listed twice in the stage gets both lists.
+    const uint32_t first = static_cast<uint32_t>(out.size());
     out.reserve(out.size() + static_cast<size_t>(cp.ops_size()));
-    std::vector<uint32_t> last(cp.ops_size(), 0);  // plan op -> index of its last CoreOp
     for (int i = 0; i < cp.ops_size(); ++i) {
       const plan::Op& op = cp.ops(i);
-      std::vector<uint32_t> deps;
+      CoreOp& c = out.emplace_back();
+      c.name = op.name();
+      c.extra_ps = op.fixed_ps();
       for (uint32_t d : op.deps()) {
         if (d >= static_cast<uint32_t>(i))
           throw InputError("plan stage '" + stage.name() + "' core " + std::to_string(cp.core()) + " op " +
                            std::to_string(i) + ": depends on a later op " + std::to_string(d));
-        deps.push_back(last[d]);
+        c.deps.push_back(first + d);
       }
-      if (op.kind() == plan::Op::DMA_IN || op.kind() == plan::Op::DMA_OUT) {
-        add_dma(out, op, op.kind() == plan::Op::DMA_IN ? Engine::Load : Engine::Store, std::move(deps));
-        last[i] = static_cast<uint32_t>(out.size() - 1);
-        continue;
-      }
-      CoreOp c;
-      c.name = op.name();
-      c.deps = std::move(deps);
-      c.extra_ps = op.fixed_ps();
       switch (op.kind()) {
+        case plan::Op::DMA_IN:
+        case plan::Op::DMA_OUT:
+          set_dma(c, op);
+          break;
         case plan::Op::PT:
           c.engine = Engine::Pt;
           c.m = op.m();
           c.k = op.k();
           c.n = op.n();
           c.bits = op.bits() ? static_cast<int>(op.bits()) : 16;
-          out.push_back(std::move(c));
           break;
         case plan::Op::SFP:
         case plan::Op::COMBINE:
           c.engine = Engine::Sfp;
           c.elements = op.elements();
           c.cycles_per_element = op.cycles_per_element();
-          out.push_back(std::move(c));
           break;
         case plan::Op::RING_SEND:
           c.engine = Engine::Ring;
           c.dst = CoreId{op.dst_core()};
           c.bytes = op.bytes();
           if (op.runs() > 1) c.run_bytes = (op.bytes() + op.runs() - 1) / op.runs();
-          out.push_back(std::move(c));
           break;
         default:  // BARRIER, LAUNCH: a fixed cost on the SFP's timeline
           c.engine = Engine::Sfp;
           c.elements = 0;
-          out.push_back(std::move(c));
           break;
       }
-      last[i] = static_cast<uint32_t>(out.size() - 1);
     }
   }
   return progs;
@@ -145,19 +126,19 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
     if (progs.size() > n)
       throw InputError("plan stage '" + stage.name() + "' uses core " + std::to_string(progs.size() - 1) +
                        " but the card has " + std::to_string(n) + " cores");
-    // Keep what is needed to account busy time after the run (the programs are moved).
-    std::vector<std::vector<std::pair<Engine, bool>>> kinds(progs.size());
-    for (size_t c = 0; c < progs.size(); ++c)
-      for (const auto& op : progs[c]) kinds[c].emplace_back(op.engine, op.extra_ps > 0 && op.engine == Engine::Sfp && op.elements == 0);
+    const size_t cores = progs.size();
     const double ps = card.run(std::move(progs));
     r.kernel_ps += ps;
     r.stage_ps.emplace_back(stage.name(), ps);
-    for (size_t c = 0; c < kinds.size(); ++c) {
-      const auto& res = card.core(static_cast<uint32_t>(c)).results();
-      for (size_t i = 0; i < kinds[c].size() && i < res.size(); ++i) {
-        if (kinds[c][i].second) continue;  // launch / barrier: not engine work
+    for (size_t c = 0; c < cores; ++c) {
+      const Core& core = card.core(static_cast<uint32_t>(c));
+      const auto& prog = core.program();
+      const auto& res = core.results();
+      for (size_t i = 0; i < prog.size() && i < res.size(); ++i) {
+        const CoreOp& op = prog[i];
+        if (op.extra_ps > 0 && op.engine == Engine::Sfp && op.elements == 0) continue;  // launch / barrier: not engine work
         used[c] = 1;
-        busy[static_cast<int>(kinds[c][i].first)][c] += res[i].end_ps - res[i].start_ps;
+        busy[static_cast<int>(op.engine)][c] += res[i].end_ps - res[i].start_ps;
       }
     }
     for (const auto& cp : stage.cores())

@@ -72,10 +72,12 @@ struct Tensor {
   int alloc = -1;  // index in Sdsc::allocations (the HBM one if any)
   bool is_input = false, is_output = false;
   std::vector<std::string> dims;  // layout order, innermost first
-  std::vector<bool> reduced;      // per layout dim
-  std::vector<bool> stick;        // per layout dim: the stick dimension
+  // Flags as char, not vector<bool>: the tile loop reads them for every op it writes.
+  std::vector<char> reduced;      // per layout dim
+  std::vector<char> stick;        // per layout dim: the stick dimension
   std::vector<uint64_t> full;     // whole-tensor count per dim (sticks for the stick dim)
   std::vector<uint64_t> stride;   // bytes
+  std::vector<uint64_t> max_ext;  // per layout dim: largest per-core extent over the cores, elements
   uint64_t stick_elems = 64;
   bool has(const std::string& d) const {
     for (size_t i = 0; i < dims.size(); ++i)
@@ -104,6 +106,7 @@ class Lowerer {
   bool shuffle(const Sdsc& s, uint64_t exec_index);
   std::vector<Tensor> tensors(const Sdsc& s) const;
   uint64_t ext_of(const Sdsc& s, uint32_t core, const std::string& d) const;
+  uint64_t max_ext_of(const Sdsc& s, const std::string& d) const;  // over the SDSC's cores
 
   const CardParams& m_card;
   Plan& m_plan;
@@ -150,6 +153,7 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
       t.stick.push_back(stk);
       t.full.push_back(full);
       t.stride.push_back(stride);
+      t.max_ext.push_back(max_ext_of(s, d));
       stride *= full;
     }
     out.push_back(std::move(t));
@@ -166,6 +170,12 @@ uint64_t Lowerer::ext_of(const Sdsc& s, uint32_t core, const std::string& d) con
   if (v <= 0) v = s.ss_of(d);
   if (v <= 0) v = static_cast<int64_t>(ceil_div(static_cast<uint64_t>(std::max<int64_t>(1, s.n_of(d))), slices));
   return static_cast<uint64_t>(v);
+}
+
+uint64_t Lowerer::max_ext_of(const Sdsc& s, const std::string& d) const {
+  uint64_t ext = 0;
+  for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, d));
+  return ext;
 }
 
 // A block of a tensor: per layout dim, an offset and a count in that dim's units.
@@ -196,9 +206,11 @@ uint64_t block_byte_count(const Tensor& t, const std::vector<uint64_t>& cnt, uin
   return bytes;
 }
 
-Block make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off, const std::vector<uint64_t>& cnt,
-                 uint64_t stick_bytes) {
-  Block b;
+// The block of tensor t at offsets `off` with counts `cnt` (per layout dim), into `b`: the tile
+// loop makes one per DMA op, so the storage of b.levels is reused.
+void make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off, const std::vector<uint64_t>& cnt,
+                uint64_t stick_bytes, Block& b) {
+  b.levels.clear();
   b.addr = base;
   for (size_t i = 0; i < t.dims.size(); ++i) b.addr += off[i] * t.stride[i];
   size_t i = 0;
@@ -218,7 +230,20 @@ Block make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& of
     b.run = b.bytes;
     b.levels.clear();
   }
-  return b;
+}
+
+// The transfer of a DMA_IN / DMA_OUT op: block b of tensor `tensor`.
+void set_transfer(Op* o, const Block& b, uint32_t tensor) {
+  o->set_addr(b.addr);
+  o->set_bytes(b.bytes);
+  o->set_run_bytes(b.run);
+  o->set_tensor(tensor);
+  o->mutable_levels()->Reserve(static_cast<int>(b.levels.size()));
+  for (auto [cnt, stride] : b.levels) {
+    StrideLevel* l = o->add_levels();
+    l->set_count(cnt);
+    l->set_stride(stride);
+  }
 }
 
 // One LX state of a shuffle (formats.md C.5): which core holds which slice, and where each stick
@@ -442,7 +467,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     // On the PT array a tile thinner than its rows (times the corelets sharing the work) wastes
     // the array; never cut a matmul's dimension finer than that.
     if (uses_pt) dt.gran = std::max<uint64_t>(dt.gran, static_cast<uint64_t>(m_card.pt_rows) * m_card.corelets);
-    for (uint32_t c : s.core_ids) dt.max_ext = std::max(dt.max_ext, ext_of(s, c, d));
+    dt.max_ext = max_ext_of(s, d);
     dt.tile = ceil_div(dt.max_ext, dt.gran) * dt.gran;
     if (dt.max_ext > dt.gran) tiles.push_back(dt);
   }
@@ -456,17 +481,15 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     if (t.reduced[i]) return 1;
     return t.stick[i] ? ceil_div(ext, t.stick_elems) : ext;
   };
-  // Bytes of the largest block of tensor t with the current tiling (max extents), or of its whole
-  // per-core share (`whole`: no tiling).
   // Units of tensor t along layout dim i in its largest block with the current tiling, or in its
   // whole per-core share (`whole`: no tiling).
   auto block_units = [&](const Tensor& t, size_t i, bool whole) -> uint64_t {
     const DimTile* dt = t.reduced[i] ? nullptr : tile_of(t.dims[i]);
-    uint64_t ext = dt ? (whole ? dt->max_ext : std::min(dt->tile, dt->max_ext)) : 0;
-    if (!dt)
-      for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[i]));
+    const uint64_t ext = !dt ? t.max_ext[i] : whole ? dt->max_ext : std::min(dt->tile, dt->max_ext);
     return units(t, i, ext);
   };
+  // Bytes of the largest block of tensor t with the current tiling (max extents), or of its whole
+  // per-core share (`whole`: no tiling).
   auto share_bytes = [&](const Tensor& t, bool whole) -> uint64_t {
     uint64_t b = SB;
     for (size_t i = 0; i < t.dims.size(); ++i) b *= block_units(t, i, whole);
@@ -486,11 +509,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     for (const auto& t : ts) {
       if (t.hbm || t.alloc < 0) continue;
       uint64_t b = SB;
-      for (size_t i = 0; i < t.dims.size(); ++i) {
-        uint64_t ext = 0;
-        for (uint32_t c : s.core_ids) ext = std::max(ext, ext_of(s, c, t.dims[i]));
-        b *= units(t, i, ext);
-      }
+      for (size_t i = 0; i < t.dims.size(); ++i) b *= units(t, i, t.max_ext[i]);
       const uint64_t off = static_cast<size_t>(t.alloc) < r.addresses.size() && c0 < r.addresses[t.alloc].size()
                                ? r.addresses[t.alloc][c0]
                                : 0;
@@ -784,6 +803,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
 
   std::map<uint32_t, uint64_t> partial_bytes, partial_elems;  // for cross-core combines
   std::vector<uint64_t> off_scratch, cnt_scratch;
+  Block block_scratch;
   for (uint32_t core : s.core_ids) {
     CoreProgram* prog = st->add_cores();
     prog->set_core(core);
@@ -839,14 +859,15 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         cnt_scratch[i] = units(t, i, e);
       }
     };
-    auto block_at = [&](size_t k) {
+    auto block_at = [&](size_t k) -> const Block& {
       block_counts(k);
       const Tensor& t = ts[k];
       const uint64_t base = t.alloc >= 0 && static_cast<size_t>(t.alloc) < r.addresses.size() &&
                                     core < r.addresses[t.alloc].size()
                                 ? r.addresses[t.alloc][core]
                                 : 0;
-      return make_block(t, base, off_scratch, cnt_scratch, SB);
+      make_block(t, base, off_scratch, cnt_scratch, SB, block_scratch);
+      return block_scratch;
     };
     // make_block's byte count, without building the block.
     auto block_size = [&](size_t k) {
@@ -860,17 +881,6 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       for (size_t i = 0; i < ts[k].dims.size(); ++i)
         if (!ts[k].reduced[i]) e *= cur_ext(cut[k][i], dim_ext[k][i]);
       return e;
-    };
-    auto fill_dma = [&](Op* o, const Block& b, uint32_t tensor) {
-      o->set_addr(b.addr);
-      o->set_bytes(b.bytes);
-      o->set_run_bytes(b.run);
-      o->set_tensor(tensor);
-      for (auto [cnt, stride] : b.levels) {
-        StrideLevel* l = o->add_levels();
-        l->set_count(cnt);
-        l->set_stride(stride);
-      }
     };
     std::vector<uint32_t> in_deps;
     for (uint64_t ti = 0; ti < total; ++ti) {
@@ -893,7 +903,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         for (size_t j = 0; same && j < nt; ++j) same = lp[j] == (has_tile[k][j] ? coord[j] : UINT64_MAX);
         if (!same) {
           auto [o, idx] = add(Op::DMA_IN, in_name[k], tile);
-          fill_dma(o, block_at(k), t.idx);
+          set_transfer(o, block_at(k), t.idx);
           // Its buffer is free once the compute that used it nbuf tiles ago is done.
           if (loaded[sl] && ti >= nbuf && compute_end[ti - nbuf] >= 0)
             o->add_deps(static_cast<uint32_t>(compute_end[ti - nbuf]));
@@ -962,7 +972,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
             if (same) continue;
           }
           auto [o, idx] = add(Op::DMA_OUT, out_name[k], tile);
-          fill_dma(o, block_at(k), t.idx);
+          set_transfer(o, block_at(k), t.idx);
           if (prev >= 0) o->add_deps(static_cast<uint32_t>(prev));
           store_of[ti] = idx;
         }
@@ -1064,16 +1074,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
             const uint64_t base = static_cast<size_t>(t.alloc) < r.addresses.size() && core < r.addresses[t.alloc].size()
                                       ? r.addresses[t.alloc][core]
                                       : 0;
-            const Block b = make_block(t, base, off, cnt, SB);
-            o->set_addr(b.addr);
-            o->set_bytes(b.bytes);
-            o->set_run_bytes(b.run);
-            o->set_tensor(t.idx);
-            for (auto [c, sd] : b.levels) {
-              StrideLevel* l = o->add_levels();
-              l->set_count(c);
-              l->set_stride(sd);
-            }
+            Block b;
+            make_block(t, base, off, cnt, SB, b);
+            set_transfer(o, b, t.idx);
             if (combine >= 0) o->add_deps(static_cast<uint32_t>(combine));
           }
         }
@@ -1087,6 +1090,13 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
 Plan lower(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExecution>& resolved,
            const CardParams& card) {
   Plan plan;
+  lower(lb, resolved, card, plan);
+  return plan;
+}
+
+void lower(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExecution>& resolved,
+           const CardParams& card, Plan& plan) {
+  plan.Clear();
   plan.set_bundle(lb.dir.string());
   plan.set_card_cores(card.cores);
   LoweringInfo* info = plan.mutable_info();
@@ -1111,7 +1121,6 @@ Plan lower(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExe
                          std::to_string(card.cores) + " cores");
     l.sdsc(*r.sdsc, r, i++);
   }
-  return plan;
 }
 
 std::string to_text(const Plan& p) {

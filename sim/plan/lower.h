@@ -63,6 +63,12 @@ bundle::Bindings default_bindings(const bundle::LoadedBundle& lb, uint64_t base 
 // Lowers `resolved` (from bundle::resolve) into a plan. Throws LowerError.
 Plan lower(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExecution>& resolved,
            const CardParams& card);
+// The same into `plan` (cleared first). A large bundle lowers to ~10^5 small messages (one
+// per op, its name and its stride levels): with `plan` created on a google::protobuf::Arena
+// (Arena::CreateMessage<Plan>) they are allocated from a few large blocks and freed with them,
+// instead of one heap allocation and one free each.
+void lower(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExecution>& resolved,
+           const CardParams& card, Plan& plan);
 
 // The plan as protobuf text format, and back (throws LowerError on a parse error).
 std::string to_text(const Plan& p);

@@ -256,6 +256,46 @@ TEST_CASE("models: core program dependencies order engines, independent engines 
   CHECK(to == Approx(std::max(r[0].end_ps - r[0].start_ps, r[1].end_ps - r[1].start_ps)).epsilon(1e-6));
 }
 
+TEST_CASE("models: a dependency list keeps its order past the entries it holds in place", "[models]") {
+  DepList d;
+  std::vector<uint32_t> want;
+  for (uint32_t i = 0; i < 8; ++i) {
+    d.push_back(10 + i);
+    want.push_back(10 + i);
+    CHECK(std::vector<uint32_t>(d.begin(), d.end()) == want);
+    CHECK(d.size() == want.size());
+  }
+  const DepList copy = d;
+  CHECK(std::vector<uint32_t>(copy.begin(), copy.end()) == want);
+  const DepList two = {3, 1};
+  CHECK(std::vector<uint32_t>(two.begin(), two.end()) == std::vector<uint32_t>{3, 1});
+  CHECK(DepList{}.empty());
+}
+
+TEST_CASE("models: an operation waits for every dependency, also past the in-place ones", "[models]") {
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  // Six PT products one after the other, then an SFP op waiting for all six: the last one it lists
+  // (the product that ends last) is past the entries a DepList holds in place.
+  std::vector<std::vector<CoreOp>> prog(1);
+  for (int i = 0; i < 6; ++i) {
+    CoreOp mm;
+    mm.engine = Engine::Pt;
+    mm.m = mm.k = mm.n = 64;
+    prog[0].push_back(mm);
+  }
+  CoreOp sum;
+  sum.engine = Engine::Sfp;
+  sum.elements = 4096;
+  for (uint32_t i = 0; i < 6; ++i) sum.deps.push_back(i);
+  prog[0].push_back(sum);
+  card.run(prog);
+  const auto& r = card.core(0).results();
+  REQUIRE(r.size() == 7);
+  CHECK(r[5].end_ps > r[4].end_ps);
+  CHECK(r[6].start_ps >= r[5].end_ps);
+}
+
 // Kept apart and run before any simulation: under ASan, an exception thrown after SystemC has
 // switched thread stacks trips a known false positive (google/sanitizers#189).
 TEST_CASE("models: a program that depends on a later operation is refused", "[models]") {

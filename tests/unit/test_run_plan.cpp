@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/arena.h>
 #include <nlohmann/json.hpp>
 
 #include "models/card.h"
@@ -243,6 +244,22 @@ TEST_CASE("run: the plan round-trips through protobuf text format", "[run]") {
   const plan::Plan q = plan::from_text(plan::to_text(p));
   CHECK(q.SerializeAsString() == p.SerializeAsString());
   CHECK_THROWS_AS(plan::from_text("stages { bogus: 1 }"), plan::LowerError);
+}
+
+TEST_CASE("run: a plan lowered onto an arena, also into a used plan, is the plan lowered by value", "[run]") {
+  const fs::path dir = k_fixtures / "matmul_b2_n12800_default";
+  RUN_REQUIRE_DIR(dir);
+  auto sim = make_card();
+  const auto params = plan_card_params(sim->top_as<Card>());
+  const auto lb = bundle::load_bundle(dir);
+  const auto res = bundle::resolve(lb, plan::default_bindings(lb));
+  const std::string by_value = plan::to_text(plan::lower(lb, res, params));
+  google::protobuf::Arena arena;
+  plan::Plan& p = *google::protobuf::Arena::CreateMessage<plan::Plan>(&arena);
+  plan::lower(lb, res, params, p);
+  CHECK(plan::to_text(p) == by_value);
+  plan::lower(lb, res, params, p);  // cleared first, not appended to
+  CHECK(plan::to_text(p) == by_value);
 }
 
 TEST_CASE("run: a broadcast operand smaller than a request does not cut the big tensors into short runs", "[run]") {
