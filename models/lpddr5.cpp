@@ -301,6 +301,18 @@ inline bool Lpddr5::row_hit(Bank& bank, int64_t row, double t) {
   return hit;
 }
 
+// A miss occupies the bus for the part of precharge + activate the controller cannot hide;
+// closing a row that was last written first waits out the write recovery time.
+inline double Lpddr5::miss_exposed_ps(const Bank& bank) const {
+  const double close = bank.open_row >= 0 ? m_t.t_rp + (bank.written ? m_t.t_wr : 0.0) : 0.0;
+  return std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
+}
+
+inline void Lpddr5::use_row(Bank& bank, int64_t row, bool hit, bool is_write) {
+  bank.written = is_write || (hit && bank.written);
+  bank.open_row = row;
+}
+
 void Lpddr5::split_banks() {
   for (size_t c = 1; c < m_channels.size(); ++c) m_channels[c].banks = m_channels[0].banks;
   m_banks_uniform = false;
@@ -329,17 +341,13 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
       for (auto& r : bank.recent_row) r = -1;
     const bool hit = row_hit(bank, row, t) && bank.last_refresh_epoch == epoch;
     const double data = static_cast<double>(in_row) * m_t.ps_per_byte;
-    // A miss occupies the bus for the part of precharge + activate the controller cannot hide;
-    // closing a row that was last written first waits out the write recovery time.
-    const double close = bank.open_row >= 0 ? m_t.t_rp + (bank.written ? m_t.t_wr : 0.0) : 0.0;
-    const double exposed = hit ? 0.0 : std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
+    const double exposed = hit ? 0.0 : miss_exposed_ps(bank);
     const double ready = t + cas + (hit ? 0.0 : m_t.t_rcd);
     const double end = place(ch, ready, data + exposed, in_row, is_write);
     if (hit) ++m_row_hits;
     else ++m_row_misses;
-    bank.open_row = row;
+    use_row(bank, row, hit, is_write);
     bank.last_refresh_epoch = epoch;
-    bank.written = is_write || (hit && bank.written);
     *(is_write ? ch.bytes_written : ch.bytes_read) += static_cast<double>(in_row);
     if (tracing()) trace()->complete(ch.track, is_write ? "wr" : "rd", end - data - exposed, data + exposed);
     done = std::max(done, end);
@@ -508,13 +516,15 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   // the channels' banks are uniform, channel 0's walk stands for all of them.
   constexpr uint64_t kSampleRuns = 16;
   const uint64_t walked = std::min(runs, kSampleRuns);
-  bool whole_stripes = m_banks_uniform;
-  for (uint64_t r = 0; whole_stripes && r <= walked; ++r) {
-    if (r == walked && runs == walked) break;
+  auto covers_whole_stripes = [&](uint64_t r) {
     uint64_t len = 0;
-    const uint64_t a0 = run_at(r == walked ? runs - 1 : r, len);
-    whole_stripes = a0 % (il * nch) == 0 && len % (il * nch) == 0;
-  }
+    const uint64_t a0 = run_at(r, len);
+    return a0 % (il * nch) == 0 && len % (il * nch) == 0;
+  };
+  // The runs walked: the sampled ones, and the last one (walked to leave its rows open).
+  bool whole_stripes = m_banks_uniform;
+  for (uint64_t r = 0; whole_stripes && r < walked; ++r) whole_stripes = covers_whole_stripes(r);
+  if (whole_stripes && runs > walked) whole_stripes = covers_whole_stripes(runs - 1);
   if (!whole_stripes && m_banks_uniform) split_banks();
   // One row-sized chunk of a run on `bank`: its hit or miss, counted when sampled; a miss's
   // exposed precharge + activate time is appended to channel c's list for this run.
@@ -526,12 +536,10 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       ++chunks;
       if (!hit) {
         ++misses;
-        const double close = bank.open_row >= 0 ? m_t.t_rp + (bank.written ? m_t.t_wr : 0.0) : 0.0;
-        m_replay[c * max_chunks + m_replay_n[c]++] = std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
+        m_replay[c * max_chunks + m_replay_n[c]++] = miss_exposed_ps(bank);
       }
     }
-    bank.written = is_write || (hit && bank.written);
-    bank.open_row = row;
+    use_row(bank, row, hit, is_write);
   };
   // One run's row-sized chunks. The address space falls into blocks of `channels` rows: block j
   // holds row chunk j of every channel (a row is a whole number of interleave stripes), so a

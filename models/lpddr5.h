@@ -104,6 +104,10 @@ class Lpddr5 : public Component {
   // Whether a request to `row` at t finds it open, or batched with one of the bank's recent rows
   // (reorder_rows, reorder_window); records the row as used at t either way.
   bool row_hit(Bank& bank, int64_t row, double t);
+  // Bus time a miss on `bank` cannot hide (precharge, write recovery, activate).
+  double miss_exposed_ps(const Bank& bank) const;
+  // The bank after an access to `row`: that row open, written if this or the hit row was.
+  static void use_row(Bank& bank, int64_t row, bool hit, bool is_write);
   // While every channel's banks hold the same state, only channel 0's are kept (a stream whose
   // runs cover whole stripes of every channel walks channel 0 and counts it for all). The first
   // access that treats the channels unevenly gives each channel its own copy. (Config key

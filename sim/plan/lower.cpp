@@ -502,18 +502,20 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       if (!t.reduced[i] && tile_of(t.dims[i])) return true;
     return false;
   };
+  // Where tensor t's allocation starts on `core` (0 when the bundle gives no address).
+  auto alloc_addr = [&](const Tensor& t, uint32_t core) -> uint64_t {
+    return t.alloc >= 0 && static_cast<size_t>(t.alloc) < r.addresses.size() && core < r.addresses[t.alloc].size()
+               ? r.addresses[t.alloc][core]
+               : 0;
+  };
   uint64_t lx_resident = 0;
   {
     std::vector<std::pair<uint64_t, uint64_t>> ranges;
     const uint32_t c0 = s.core_ids.empty() ? 0 : s.core_ids.front();
     for (const auto& t : ts) {
       if (t.hbm || t.alloc < 0) continue;
-      uint64_t b = SB;
-      for (size_t i = 0; i < t.dims.size(); ++i) b *= units(t, i, t.max_ext[i]);
-      const uint64_t off = static_cast<size_t>(t.alloc) < r.addresses.size() && c0 < r.addresses[t.alloc].size()
-                               ? r.addresses[t.alloc][c0]
-                               : 0;
-      ranges.emplace_back(off, off + b);
+      const uint64_t off = alloc_addr(t, c0);
+      ranges.emplace_back(off, off + share_bytes(t, true));
     }
     std::sort(ranges.begin(), ranges.end());
     uint64_t end = 0;
@@ -862,11 +864,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     auto block_at = [&](size_t k) -> const Block& {
       block_counts(k);
       const Tensor& t = ts[k];
-      const uint64_t base = t.alloc >= 0 && static_cast<size_t>(t.alloc) < r.addresses.size() &&
-                                    core < r.addresses[t.alloc].size()
-                                ? r.addresses[t.alloc][core]
-                                : 0;
-      make_block(t, base, off_scratch, cnt_scratch, SB, block_scratch);
+      make_block(t, alloc_addr(t, core), off_scratch, cnt_scratch, SB, block_scratch);
       return block_scratch;
     };
     // make_block's byte count, without building the block.
@@ -1071,11 +1069,8 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
             o->set_name(t.name + " out");
             std::vector<uint64_t> off(t.dims.size(), 0), cnt(t.dims.size(), 1);
             for (size_t i = 0; i < t.dims.size(); ++i) cnt[i] = units(t, i, ext_of(s, core, t.dims[i]));
-            const uint64_t base = static_cast<size_t>(t.alloc) < r.addresses.size() && core < r.addresses[t.alloc].size()
-                                      ? r.addresses[t.alloc][core]
-                                      : 0;
             Block b;
-            make_block(t, base, off, cnt, SB, b);
+            make_block(t, alloc_addr(t, core), off, cnt, SB, b);
             set_transfer(o, b, t.idx);
             if (combine >= 0) o->add_deps(static_cast<uint32_t>(combine));
           }
