@@ -1,5 +1,8 @@
 #include "models/card.h"
 
+#include <algorithm>
+#include <queue>
+
 #include "sim/engine/simulation.h"
 
 namespace vspyre {
@@ -28,7 +31,18 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
       "reduce_across_stick", 0.0,
       {"cycles per element of a reduction over the stick dim (a row max/sum across the lanes); 0: its op class",
        Provenance::Estimate});
+  const std::string scheduler = p.get_choice(
+      "scheduler", "auto", {"auto", "threads", "events"},
+      {"how the cores' engines are run: threads (one SystemC thread per engine, each running ahead by "
+       "at most sim.quantum), events (one event loop for the card: every operation, DMA request and ring "
+       "descriptor in time order), auto (events with the flow DMA model, threads with the request model)",
+       Provenance::Override});
   m_cores = build_children<Core>("core", "Core", 32);
+  bool all_flow = !m_cores.empty();
+  for (const Core* c : m_cores) all_flow = all_flow && c->dma_flow();
+  m_events = scheduler == "events" || (scheduler == "auto" && all_flow);
+  if (m_events)
+    for (Core* c : m_cores) c->set_event_driven();
   m_launch_overhead_ps = launch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
   m_ring = build_child<Ring>("ring", "Ring");
   m_memory = build_child<Lpddr5>("memory", "Lpddr5");
@@ -65,8 +79,14 @@ double Card::run(std::vector<std::vector<CoreOp>> programs) {
   const double start = now_ps();
   for (size_t i = 0; i < m_cores.size(); ++i)
     m_cores[i]->load(i < programs.size() ? std::move(programs[i]) : std::vector<CoreOp>{}, start);
-  for (Core* c : m_cores) c->go().notify(sc_core::SC_ZERO_TIME);
-  sc_core::sc_start();
+  if (m_events) {
+    // Multi-sockets complete their bindings at the end of elaboration.
+    if (sc_core::sc_get_status() == sc_core::SC_ELABORATION) sc_core::sc_start(sc_core::SC_ZERO_TIME);
+    run_events(start);
+  } else {
+    for (Core* c : m_cores) c->go().notify(sc_core::SC_ZERO_TIME);
+    sc_core::sc_start();
+  }
   double end = start;
   for (Core* c : m_cores) {
     if (!c->finished())
@@ -80,6 +100,70 @@ double Card::run(std::vector<std::vector<CoreOp>> programs) {
   ++m_runs;
   m_run_ps += end - start;
   return end - start;
+}
+
+namespace {
+constexpr double kEventAdvancePs = 1e6;
+}  // namespace
+
+void Card::run_events(double start) {
+  // Every engine of every core is one entry; an engine is queued with the time its next operation
+  // can start (its previous operation ended and the operation's dependencies are done) and the
+  // loop always runs the earliest. An operation's end follows from its start without waiting (a
+  // flow-model DMA operation is one call to the memory, PT and SFP are arithmetic), so the whole
+  // card runs on one host thread, with no thread switch per operation. Ring operations run as
+  // one step per descriptor, each at its issue time. Ties go to the lower core, then engine.
+  struct Entry {
+    uint32_t core = 0;
+    Engine engine = Engine::Load;
+    size_t next = 0;  // index into the core's engine_ops(engine)
+    double t = 0;     // when the engine's previous operation ended
+    bool queued = false;
+    Core::Progress progress;
+  };
+  std::vector<Entry> entries;
+  entries.reserve(m_cores.size() * kEngineCount);
+  for (uint32_t c = 0; c < m_cores.size(); ++c)
+    for (int e = 0; e < kEngineCount; ++e) entries.push_back({c, static_cast<Engine>(e), 0, start, false, {}});
+  using Item = std::pair<double, uint32_t>;  // (time, entry)
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue;
+  auto try_queue = [&](uint32_t x) {
+    Entry& en = entries[x];
+    const Core& core = *m_cores[en.core];
+    const std::vector<uint32_t>& ops = core.engine_ops(en.engine);
+    if (en.queued || en.next >= ops.size()) return;
+    double t = en.t;
+    for (uint32_t d : core.program()[ops[en.next]].deps) {
+      if (!core.op_done(d)) return;  // queued again when that dependency ends
+      t = std::max(t, core.results()[d].end_ps);
+    }
+    en.queued = true;
+    queue.emplace(t, x);
+  };
+  for (uint32_t x = 0; x < entries.size(); ++x) try_queue(x);
+  while (!queue.empty()) {
+    const auto [at, x] = queue.top();
+    queue.pop();
+    // Simulated time follows the loop from behind: it catches up with an operation's time when it
+    // is more than kEventAdvancePs behind (the memory forgets its calendar's past by it). Models
+    // are called with their delay from now, rounded to SystemC's resolution, so when time catches
+    // up must not depend on the quantum: it does not.
+    if (at - now_ps() > kEventAdvancePs) sc_core::sc_start(sc_core::sc_time(at - now_ps(), sc_core::SC_PS));
+    Entry& en = entries[x];
+    Core& core = *m_cores[en.core];
+    const uint32_t i = core.engine_ops(en.engine)[en.next];
+    double next = 0;
+    if (!core.step(i, at, en.progress, next)) {
+      queue.emplace(next, x);  // still queued: the operation's next request or descriptor
+      continue;
+    }
+    en.t = core.results()[i].end_ps;
+    en.queued = false;
+    ++en.next;
+    // The operation's end may let any engine of its core start its next operation.
+    const uint32_t first = en.core * kEngineCount;
+    for (uint32_t e = 0; e < kEngineCount; ++e) try_queue(first + e);
+  }
 }
 
 VSPYRE_REGISTER_COMPONENT(Card, "Card", "the Spyre card: cores on a ring, LPDDR5, PCIe host link")

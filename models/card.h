@@ -44,7 +44,13 @@ class Card : public Component {
 
   tlm_utils::simple_initiator_socket<Card> host_port;
 
+  // How run() drives the cores: one SystemC thread per engine (temporal decoupling within the
+  // quantum), or one event loop for the whole card (the flow DMA model only).
+  bool event_scheduler() const { return m_events; }
+
  private:
+  void run_events(double start);
+
   std::vector<Core*> m_cores;
   Ring* m_ring;
   Lpddr5* m_memory;
@@ -52,6 +58,7 @@ class Card : public Component {
   double m_launch_overhead_ps = 0;
   double m_sfp_simple = 1, m_sfp_divide = 1, m_sfp_transcendental = 1, m_sfp_reduce_across_stick = 0;
   uint64_t m_tile_target = 0;
+  bool m_events = false;
   Scalar& m_runs;
   Scalar& m_run_ps;
 };

@@ -189,95 +189,140 @@ static std::string hex_addr(uint64_t a) {
 }
 
 double Core::run_dma(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans) {
-  if (m_dma_flow) return run_dma_stream(op, is_write, t, trans);
-  const uint64_t pieces = dma_repeats(op.outer);
+  if (m_dma_flow) {
+    if (op.bytes) sync_if_ahead(t, m_quantum_ps);  // streams reach the memory about in time order
+    return run_dma_stream(op, is_write, t, trans);
+  }
   // The engine's transaction object for every request of the operation (each request sets every
   // field the memory reads).
   TransferExt ext;
   ext.src = id();
   const ScopedExtension attached(trans, ext);
-  std::vector<double> window;  // when each outstanding request slot comes back
-  uint64_t piece = op.addr + dma_piece_offset(op.outer, 0);
-  for (uint64_t p = 0; p < pieces; ++p) {
+  DmaProgress d;
+  d.pieces = dma_repeats(op.outer);
+  for (d.p = 0; d.p < d.pieces; ++d.p) {
     // Each piece is its own descriptor: its requests start when the previous piece is done.
-    if (p > 0) sync_if_ahead(t, m_quantum_ps);
-    // The first request of the next piece, for the memory to prepare (host speed only).
-    const bool more = p + 1 < pieces;
-    const uint64_t next_piece = more ? op.addr + dma_piece_offset(op.outer, p + 1) : 0;
-    t = run_dma_piece(op, piece, is_write, t, trans, window, more ? &next_piece : nullptr);
-    piece = next_piece;
+    if (d.p > 0) sync_if_ahead(t, m_quantum_ps);
+    dma_piece_begin(op, d, t);
+    DmaRequest q;
+    while (dma_next_request(op, d, q)) {
+      const double base = sync_if_ahead(q.issue, m_quantum_ps);
+      if (q.len) dma_send(d, q, is_write, base, trans);
+    }
+    t = d.last;
   }
-  (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * pieces);
+  (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * d.pieces);
   return t;
 }
 
-double Core::run_dma_piece(const CoreOp& op, uint64_t base_addr, bool is_write, double t,
-                           tlm::tlm_generic_payload& trans, std::vector<double>& window, const uint64_t* next_piece) {
-  TransferExt& ext = *trans.get_extension<TransferExt>();
+void Core::dma_piece_begin(const CoreOp& op, DmaProgress& d, double t) const {
   const uint64_t req = m_dma_request;
+  d.piece_addr = op.addr + dma_piece_offset(op.outer, d.p);
   // Requests never cross a run: split every run into requests of at most `req` bytes.
-  const uint64_t run = op.run_bytes ? op.run_bytes : op.bytes;
-  const uint64_t stride = op.run_bytes ? op.stride : op.bytes;
-  const uint64_t per_run = run ? (run + req - 1) / req : 0;
-  const uint64_t runs = run ? (op.bytes + run - 1) / run : 0;
-  const uint64_t n = runs * per_run;
-  // Request i is request k of run r (i = r * per_run + k) and uses outstanding slot i % outstanding:
-  // all three stepped along with i.
-  window.assign(m_dma_outstanding, t);
-  double next_issue = t, last = t;
-  uint64_t r = 0, k = 0;
-  size_t slot = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    const size_t s = slot;
-    const uint64_t rr = r, kk = k;
-    if (++slot == window.size()) slot = 0;
-    if (++k == per_run) {
-      k = 0;
-      ++r;
-    }
-    // A request leaves when an outstanding slot has come back and the issue port is free.
-    const double issue = std::max(next_issue, window[s]);
-    next_issue = issue + m_dma_issue_ps;
-    const double base = sync_if_ahead(issue, m_quantum_ps);
-    const uint64_t run_len = std::min(run, op.bytes - rr * run);
-    if (kk * req >= run_len) continue;
-    const uint64_t addr = base_addr + rr * stride + kk * req;
-    const uint64_t len = std::min(req, run_len - kk * req);
-    trans.set_command(is_write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
-    trans.set_address(addr);
-    trans.set_data_ptr(nullptr);
-    trans.set_data_length(static_cast<unsigned>(len));
-    trans.set_streaming_width(static_cast<unsigned>(len));
-    trans.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-    // Where the next request of this piece goes, for the memory to prepare (host speed only).
-    ext.next_bytes = 0;
-    if (i + 1 < n) {
-      const uint64_t next_run = std::min(run, op.bytes - r * run);
-      if (k * req < next_run) {
-        ext.next_addr = base_addr + r * stride + k * req;
-        ext.next_bytes = std::min(req, next_run - k * req);
-      }
-    } else if (next_piece && n > 0) {
-      ext.next_addr = *next_piece;
-      ext.next_bytes = std::min(req, std::min(run, op.bytes));
-    }
-    sc_core::sc_time delay(issue - base, sc_core::SC_PS);
-    mem->b_transport(trans, delay);
-    if (trans.is_response_error())
-      throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " at 0x" +
-                       hex_addr(addr) +
-                       " of " + std::to_string(len) + " B failed: " + trans.get_response_string());
-    const double done = base + delay.to_seconds() * 1e12;
-    window[s] = done;
-    last = std::max(last, done);
+  d.run = op.run_bytes ? op.run_bytes : op.bytes;
+  d.stride = op.run_bytes ? op.stride : op.bytes;
+  d.per_run = d.run ? (d.run + req - 1) / req : 0;
+  const uint64_t runs = d.run ? (op.bytes + d.run - 1) / d.run : 0;
+  d.n = runs * d.per_run;
+  d.i = d.r = d.k = 0;
+  d.slot = 0;
+  d.window.assign(m_dma_outstanding, t);
+  d.next_issue = d.last = t;
+}
+
+bool Core::dma_next_request(const CoreOp& op, DmaProgress& d, DmaRequest& q) const {
+  if (d.i >= d.n) return false;
+  const uint64_t req = m_dma_request;
+  // Request i is request k of run r (i = r * per_run + k) and uses outstanding slot
+  // i % outstanding: all three stepped along with i.
+  q.slot = d.slot;
+  const uint64_t rr = d.r, kk = d.k;
+  if (++d.slot == d.window.size()) d.slot = 0;
+  if (++d.k == d.per_run) {
+    d.k = 0;
+    ++d.r;
   }
-  return last;
+  // A request leaves when an outstanding slot has come back and the issue port is free.
+  q.issue = std::max(d.next_issue, d.window[q.slot]);
+  d.next_issue = q.issue + m_dma_issue_ps;
+  const uint64_t run_len = std::min(d.run, op.bytes - rr * d.run);
+  q.len = 0;
+  q.next_bytes = 0;
+  if (kk * req < run_len) {
+    q.addr = d.piece_addr + rr * d.stride + kk * req;
+    q.len = std::min(req, run_len - kk * req);
+    // Where the next request of this operation goes, for the memory to prepare (host speed only).
+    if (d.i + 1 < d.n) {
+      const uint64_t next_run = std::min(d.run, op.bytes - d.r * d.run);
+      if (d.k * req < next_run) {
+        q.next_addr = d.piece_addr + d.r * d.stride + d.k * req;
+        q.next_bytes = std::min(req, next_run - d.k * req);
+      }
+    } else if (d.p + 1 < d.pieces) {
+      q.next_addr = op.addr + dma_piece_offset(op.outer, d.p + 1);
+      q.next_bytes = std::min(req, std::min(d.run, op.bytes));
+    }
+  }
+  ++d.i;
+  return true;
+}
+
+void Core::dma_send(DmaProgress& d, const DmaRequest& q, bool is_write, double base, tlm::tlm_generic_payload& trans) {
+  TransferExt& ext = *trans.get_extension<TransferExt>();
+  trans.set_command(is_write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
+  trans.set_address(q.addr);
+  trans.set_data_ptr(nullptr);
+  trans.set_data_length(static_cast<unsigned>(q.len));
+  trans.set_streaming_width(static_cast<unsigned>(q.len));
+  trans.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+  ext.next_addr = q.next_addr;
+  ext.next_bytes = q.next_bytes;
+  sc_core::sc_time delay(q.issue - base, sc_core::SC_PS);
+  mem->b_transport(trans, delay);
+  if (trans.is_response_error())
+    throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " at 0x" + hex_addr(q.addr) +
+                     " of " + std::to_string(q.len) + " B failed: " + trans.get_response_string());
+  const double done = base + delay.to_seconds() * 1e12;
+  d.window[q.slot] = done;
+  d.last = std::max(d.last, done);
+}
+
+bool Core::dma_step(uint32_t i, double at, DmaProgress& d, double& next) {
+  // The requests of run_dma at the same times, one per call: each call sends the request due at
+  // `at` and finds when the next one leaves.
+  const CoreOp& op = m_program[i];
+  const bool is_write = op.engine == Engine::Store;
+  tlm::tlm_generic_payload& trans = m_trans[static_cast<int>(op.engine)];
+  TransferExt ext;
+  ext.src = id();
+  const ScopedExtension attached(trans, ext);
+  if (!d.started) {
+    d.started = true;
+    d.start = at;
+    d.pieces = dma_repeats(op.outer);
+    d.p = 0;
+    dma_piece_begin(op, d, at + op.extra_ps);
+  } else {
+    dma_send(d, d.pending, is_write, now_ps(), trans);
+  }
+  for (;;) {
+    while (dma_next_request(op, d, d.pending))
+      if (d.pending.len) {
+        next = d.pending.issue;
+        return false;
+      }
+    if (++d.p >= d.pieces) break;
+    dma_piece_begin(op, d, d.last);  // the next piece starts when this one is done
+  }
+  (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * d.pieces);
+  d.started = false;
+  finish_op(i, d.start, d.last);
+  return true;
 }
 
 double Core::run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans) {
   // Flow mode: the whole operation is one transaction; the memory places it as a stream.
   if (op.bytes == 0) return t;  // nothing to move (as in request mode: no request is issued)
-  sync_if_ahead(t, m_quantum_ps);
   TransferExt ext;
   ext.src = id();
   ext.stream = true;
@@ -307,51 +352,112 @@ double Core::run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_
   return base + delay.to_seconds() * 1e12;
 }
 
-double Core::run_ring(const CoreOp& op, double t, tlm::tlm_generic_payload& trans) {
+double Core::ring_send(tlm::tlm_generic_payload& trans, uint64_t bytes, double at) {
+  trans.set_data_length(static_cast<unsigned>(std::min<uint64_t>(bytes, UINT32_MAX)));
+  const double base = now_ps();
+  sc_core::sc_time delay(at - base, sc_core::SC_PS);
+  ring->b_transport(trans, delay);
+  return base + delay.to_seconds() * 1e12;
+}
+
+double Core::run_ring(uint32_t i, double start) {
+  // The ring's links keep only when each is next free, so a transfer must reach them in time
+  // order: a sender running ahead within the quantum would book links into the future and make
+  // the other senders wait behind transfers that have not happened yet (an LX shuffle's time
+  // then depended on the quantum: 11.1 us at 200 ns against 7.7 us at 10 ns and below). Each
+  // descriptor is therefore sent in lockstep with simulated time.
+  RingProgress p;
+  double at = start, next = 0;
+  for (;;) {
+    const double now = now_ps();
+    if (at > now) sc_core::wait(sc_core::sc_time(at - now, sc_core::SC_PS));
+    if (ring_step(i, at, p, next)) return p.last;
+    at = next;
+  }
+}
+
+bool Core::ring_step(uint32_t i, double at, RingProgress& p, double& next) {
+  // One descriptor per call. An operation whose runs are scattered (an LX relayout) sends one
+  // descriptor per run, issued like DMA requests, each holding one of ring_outstanding slots
+  // until the receiver acknowledges it; any other sends all its bytes as one.
+  const CoreOp& op = m_program[i];
+  const bool scattered = op.run_bytes != 0 && op.run_bytes < op.bytes;
+  if (!p.started) {
+    p.started = true;
+    p.sent = p.n = 0;
+    p.start = at;
+    const double t = at + op.extra_ps;
+    p.next_issue = p.last = t;
+    if (scattered) p.window.assign(m_ring_outstanding, t);
+    if (t > at) {
+      next = t;
+      return false;
+    }
+  }
+  tlm::tlm_generic_payload& trans = m_trans[static_cast<int>(Engine::Ring)];
   TransferExt ext;
   ext.src = id();
   ext.dst = op.dst;
+  ext.acked = scattered;
   const ScopedExtension attached(trans, ext);
   trans.set_command(tlm::TLM_WRITE_COMMAND);
-  auto send = [&](uint64_t bytes, double at) {
-    // The ring's links keep only when each is next free, so a transfer must reach them in time
-    // order: a sender running ahead within the quantum would book links into the future and make
-    // the other senders wait behind transfers that have not happened yet (an LX shuffle's time
-    // then depended on the quantum: 11.1 us at 200 ns against 7.7 us at 10 ns and below). Ring
-    // transfers are therefore issued in lockstep with simulated time.
-    const double now = now_ps();
-    if (at > now) sc_core::wait(sc_core::sc_time(at - now, sc_core::SC_PS));
-    trans.set_data_length(static_cast<unsigned>(std::min<uint64_t>(bytes, UINT32_MAX)));
-    const double base = now_ps();
-    sc_core::sc_time delay(at - base, sc_core::SC_PS);
-    ring->b_transport(trans, delay);
-    return base + delay.to_seconds() * 1e12;
-  };
-  double last = t;
-  if (op.run_bytes == 0 || op.run_bytes >= op.bytes) {
-    last = send(op.bytes, t);
+  if (!scattered) {
+    p.last = ring_send(trans, op.bytes, at);
   } else {
-    // Scattered runs (an LX relayout): one descriptor per run, issued like DMA requests, each
-    // holding an outstanding slot until the receiver acknowledges it.
-    ext.acked = true;
-    std::vector<double> window(m_ring_outstanding, t);
-    double next_issue = t;
-    uint64_t i = 0;
-    for (uint64_t done = 0; done < op.bytes; done += op.run_bytes, ++i) {
-      const double issue = std::max(next_issue, window[i % m_ring_outstanding]);
-      next_issue = issue + m_dma_issue_ps;
-      const double end = send(std::min(op.run_bytes, op.bytes - done), issue);
-      window[i % m_ring_outstanding] = end;
-      last = std::max(last, end);
+    const size_t slot = p.n % m_ring_outstanding;
+    const double end = ring_send(trans, std::min(op.run_bytes, op.bytes - p.sent), at);
+    p.next_issue = at + m_dma_issue_ps;
+    p.window[slot] = end;
+    p.last = std::max(p.last, end);
+    p.sent += op.run_bytes;
+    ++p.n;
+    if (p.sent < op.bytes) {
+      next = std::max(p.next_issue, p.window[p.n % m_ring_outstanding]);
+      return false;
     }
   }
   m_ring_bytes += static_cast<double>(op.bytes);
-  return last;
+  p.started = false;
+  finish_op(i, p.start, p.last);
+  return true;
+}
+
+double Core::compute_end(const CoreOp& op, double t) {
+  if (op.engine == Engine::Pt) {
+    m_macs += static_cast<double>(op.m) * static_cast<double>(op.k) * static_cast<double>(op.n);
+    return t + pt_time_ps(op.m, op.k, op.n, op.bits);
+  }
+  return t + sfp_time_ps(op.elements, op.cycles_per_element);
+}
+
+double Core::run_op_at(uint32_t i, double start) {
+  const CoreOp& op = m_program[i];
+  double end = start + op.extra_ps;
+  if (op.engine == Engine::Load || op.engine == Engine::Store)
+    end = run_dma_stream(op, op.engine == Engine::Store, end, m_trans[static_cast<int>(op.engine)]);
+  else
+    end = compute_end(op, end);
+  finish_op(i, start, end);
+  return end;
+}
+
+bool Core::step(uint32_t i, double at, Progress& p, double& next) {
+  switch (m_program[i].engine) {
+    case Engine::Ring: return ring_step(i, at, p.ring, next);
+    case Engine::Load:
+    case Engine::Store:
+      if (!m_dma_flow) return dma_step(i, at, p.dma, next);
+      break;
+    default: break;
+  }
+  run_op_at(i, at);
+  return true;
 }
 
 void Core::engine_thread(Engine e) {
   tlm::tlm_generic_payload& trans = m_trans[static_cast<int>(e)];
   uint64_t seen = 0;
+  if (m_event_driven) return;  // the card's event loop runs this engine
   for (;;) {
     while (seen == m_generation) sc_core::wait(m_go);
     seen = m_generation;
@@ -372,13 +478,10 @@ void Core::engine_thread(Engine e) {
         case Engine::Load: end = run_dma(op, false, end, trans); break;
         case Engine::Store: end = run_dma(op, true, end, trans); break;
         case Engine::Pt:
-          end += pt_time_ps(op.m, op.k, op.n, op.bits);
-          m_macs += static_cast<double>(op.m) * static_cast<double>(op.k) * static_cast<double>(op.n);
-          break;
-        case Engine::Sfp: end += sfp_time_ps(op.elements, op.cycles_per_element); break;
-        case Engine::Ring: end = run_ring(op, end, trans); break;
+        case Engine::Sfp: end = compute_end(op, end); break;
+        case Engine::Ring: end = run_ring(i, start); break;  // recorded by its last step
       }
-      finish_op(i, start, end);
+      if (e != Engine::Ring) finish_op(i, start, end);
       t = end;
       sync_if_ahead(t, m_quantum_ps);
     }

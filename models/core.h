@@ -85,6 +85,40 @@ struct OpResult {
   double start_ps = 0, end_ps = 0;
 };
 
+// One request of a request-model DMA operation: when it leaves, where to, and the outstanding
+// slot it holds. len 0: a run shorter than the others has no request here, but the slot and the
+// issue port still step (the operation's timing keeps the shape of its longest run).
+struct DmaRequest {
+  double issue = 0;
+  uint64_t addr = 0, len = 0;
+  size_t slot = 0;
+  uint64_t next_addr = 0, next_bytes = 0;  // the request after it, for the memory to prepare
+};
+
+// Where a request-model DMA operation is: its piece and the next request of that piece. The
+// SystemC engine thread walks it in one go (Core::run_dma); the event scheduler a request at a
+// time (Core::dma_step).
+struct DmaProgress {
+  bool started = false;
+  double start = 0;
+  uint64_t pieces = 1, p = 0;  // the operation's pieces (outer levels), the current one
+  uint64_t piece_addr = 0, run = 0, stride = 0, per_run = 0, n = 0;  // the current piece's runs, requests
+  uint64_t i = 0, r = 0, k = 0;  // the next request: index, run, request within the run
+  size_t slot = 0;
+  double next_issue = 0, last = 0;
+  std::vector<double> window;  // when each outstanding request slot comes back
+  DmaRequest pending;          // the event scheduler's next request, due at its issue time
+};
+
+// Where a ring operation is, between the steps the event scheduler runs it in (Core::ring_step).
+struct RingProgress {
+  bool started = false;
+  uint64_t sent = 0;  // bytes sent so far
+  uint64_t n = 0;     // descriptors sent so far
+  double start = 0, next_issue = 0, last = 0;
+  std::vector<double> window;  // when each outstanding descriptor slot comes back
+};
+
 class Core : public Component {
  public:
   Core(const sc_core::sc_module_name& name, BuildContext& ctx);
@@ -119,6 +153,24 @@ class Core : public Component {
 
   double busy_ps(Engine e) const { return m_busy[static_cast<int>(e)]->value(); }
 
+  // For the card's event scheduler (`card.scheduler: events`), which runs every core's engines
+  // from one loop instead of one SystemC thread each. None of these waits: each runs at the time
+  // it is given, which the scheduler keeps in order across the card.
+  // Set by the card before simulation starts: the engines' SystemC threads then end at once.
+  void set_event_driven() { m_event_driven = true; }
+  const std::vector<uint32_t>& engine_ops(Engine e) const { return m_by_engine[static_cast<int>(e)]; }
+  bool op_done(uint32_t i) const { return m_done[i] != 0; }
+  double start_ps() const { return m_start_ps; }
+  struct Progress {  // an operation the event scheduler runs in steps
+    DmaProgress dma;
+    RingProgress ring;
+  };
+  // One step of operation i at time `at`: the first call starts the operation. A PT, SFP or
+  // flow-model DMA operation is done in one step; a request-model DMA operation sends one request
+  // per step, a ring operation one descriptor. Returns true when the operation has finished (and
+  // is recorded), else false with the time of its next step in `next`.
+  bool step(uint32_t i, double at, Progress& p, double& next);
+
  private:
   void engine_thread(Engine e);
   // `trans`: the engine's transaction object, reused by each of its operations, which sets every
@@ -126,10 +178,23 @@ class Core : public Component {
   double run_dma(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans);
   // One piece of a DMA operation; `window` (outstanding slots) is the operation's.
   // `next_piece`: where the next piece starts (null for the last).
-  double run_dma_piece(const CoreOp& op, uint64_t addr, bool is_write, double t, tlm::tlm_generic_payload& trans,
-                       std::vector<double>& window, const uint64_t* next_piece);
+  // Request model: piece d.p of `op` starts at t; the next request of the piece (false when the
+  // piece has no more); sending a request at its issue time (`base`: simulated time now).
+  void dma_piece_begin(const CoreOp& op, DmaProgress& d, double t) const;
+  bool dma_next_request(const CoreOp& op, DmaProgress& d, DmaRequest& q) const;
+  void dma_send(DmaProgress& d, const DmaRequest& q, bool is_write, double base, tlm::tlm_generic_payload& trans);
+  bool dma_step(uint32_t i, double at, DmaProgress& d, double& next);
+  bool ring_step(uint32_t i, double at, RingProgress& p, double& next);
+  double run_op_at(uint32_t i, double start);  // PT, SFP, flow-model DMA: the end; recorded
   double run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans);
-  double run_ring(const CoreOp& op, double t, tlm::tlm_generic_payload& trans);
+  // Ring operation i from `start`, descriptor by descriptor in lockstep with simulated time (the
+  // engine thread); records it and returns its end.
+  double run_ring(uint32_t i, double start);
+  // Sends `bytes` at `at` (the ring's links are booked in time order, so simulated time must not
+  // be past `at`); returns when they arrive.
+  double ring_send(tlm::tlm_generic_payload& trans, uint64_t bytes, double at);
+  // PT and SFP: the end of an operation that starts computing at `t`.
+  double compute_end(const CoreOp& op, double t);
   void finish_op(uint32_t i, double start, double end);
 
   double m_clock_hz;
@@ -141,6 +206,7 @@ class Core : public Component {
   uint64_t m_dma_request;
   double m_dma_issue_ps;
   bool m_dma_flow = false;
+  bool m_event_driven = false;
 
   tlm::tlm_generic_payload m_trans[kEngineCount];  // each engine's transactions, one at a time
   std::vector<CoreOp> m_program;

@@ -538,3 +538,36 @@ TEST_CASE("run: the flow model's shortcut for uniform channels does not change a
     CHECK(nlohmann::json::parse(with)["kernel_time_us"].get<double>() > 0);
   }
 }
+
+TEST_CASE("run: the event scheduler gives the threads' times where no two cores meet, whatever the quantum", "[run]") {
+  // card.scheduler: events runs the engines from one loop in time order; threads runs them as
+  // SystemC threads that may run ahead by the quantum. On one core (softmax: DMA and SFP, in order;
+  // in the request model one step per DMA request) and, in the flow model, on an LX shuffle (ring
+  // descriptors with acknowledgements, one step each) the two must agree. The event loop must not
+  // depend on the quantum at all, even on 32 cores that share memory.
+  RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_baseline");
+  RUN_REQUIRE_DIR(k_fixtures / "relu_neg_shuffle");
+  RUN_REQUIRE_DIR(k_fixtures / "mm_2048x512x2048_c32");
+  auto run = [&](const char* name, const char* model, const char* scheduler, const char* quantum) {
+    const auto r = cli({"run", (k_fixtures / name).string(), "--json", "--no-data", "-p",
+                        std::string("card.core.dma.model=") + model, "-p", std::string("card.scheduler=") + scheduler,
+                        "-p", std::string("sim.quantum=") + quantum});
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const std::vector<std::pair<const char*, const char*>> alone = {
+      {"softmax_512x1024_baseline", "request"}, {"softmax_512x1024_baseline", "flow"}, {"relu_neg_shuffle", "flow"}};
+  for (const auto& [name, model] : alone) {
+    INFO(name << ", " << model);
+    const auto threads = run(name, model, "threads", "50ns"), events = run(name, model, "events", "50ns");
+    CHECK(events["kernel_time_us"].get<double>() ==
+          Approx(threads["kernel_time_us"].get<double>()).epsilon(1e-12));
+    CHECK(events["bytes"] == threads["bytes"]);
+  }
+  for (const char* model : {"request", "flow"}) {
+    INFO(model);
+    const auto q1 = run("mm_2048x512x2048_c32", model, "events", "1ns");
+    const auto q2 = run("mm_2048x512x2048_c32", model, "events", "5us");
+    CHECK(q1.dump() == q2.dump());
+  }
+}
