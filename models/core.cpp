@@ -302,6 +302,7 @@ bool Core::dma_step(uint32_t i, double at, DmaProgress& d, double& next) {
     d.pieces = dma_repeats(op.outer);
     d.p = 0;
     dma_piece_begin(op, d, at + op.extra_ps);
+    if (d.pieces == 0) d.n = 0;  // an outer level of count 0: nothing to move (as in run_dma)
   } else {
     dma_send(d, d.pending, is_write, now_ps(), trans);
   }

@@ -98,6 +98,17 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
     m_bank_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.banks));
   }
   m_t.ps_per_byte = 1e12 / (data_rate * 1e6 * static_cast<double>(width_bits) / 8.0);
+  {
+    // A miss's exposed time depends only on whether the bank had a row open and whether it was
+    // written (miss_exposed_ps): three values.
+    Bank b;
+    auto whole = [](double v) { return v >= 0 && v < 0x1p40 && std::floor(v) == v; };
+    const double none = miss_exposed_ps(b);
+    b.open_row = 0;
+    const double clean = miss_exposed_ps(b);
+    b.written = true;
+    m_exposed_whole = whole(none) && whole(clean) && whole(miss_exposed_ps(b));
+  }
 
   m_channels.resize(m_t.channels);
   m_segs.resize(m_t.channels);
@@ -282,13 +293,14 @@ inline bool Lpddr5::row_hit(Bank& bank, int64_t row, double t) {
   if (k <= 1) return hit;
   // The slot holding this row; else the first empty one (a refresh empties them all); else the
   // least recently used (the row the scheduler no longer holds requests for).
-  uint32_t slot = 0, empty = k;
-  for (uint32_t i = 0; i < k; ++i) {
+  for (uint32_t i = 0; i < k; ++i)
     if (bank.recent_row[i] == row) {
       hit = hit || t - bank.recent_t[i] <= m_t.reorder_window;
       bank.recent_t[i] = std::max(bank.recent_t[i], t);
       return hit;
     }
+  uint32_t slot = 0, empty = k;
+  for (uint32_t i = 0; i < k; ++i) {
     if (bank.recent_row[i] < 0) {
       if (empty == k) empty = i;
     } else if (bank.recent_t[i] < bank.recent_t[slot]) {
@@ -530,13 +542,16 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   // exposed precharge + activate time is appended to channel c's list for this run.
   const uint64_t lanes = whole_stripes ? 1 : nch;  // channels walked (whole_stripes: channel 0 only)
   uint64_t max_chunks = 0;                          // a run's chunks per channel, at most
+  const bool exposed_whole = m_exposed_whole;
+  double run_exposed = 0;  // exposed_whole: the run's exposed miss time so far
   auto visit = [&](Bank& bank, int64_t row, bool count, uint64_t c) {
     const bool hit = row_hit(bank, row, t_arrive);
     if (count) {
       ++chunks;
       if (!hit) {
         ++misses;
-        m_replay[c * max_chunks + m_replay_n[c]++] = miss_exposed_ps(bank);
+        if (exposed_whole) run_exposed += miss_exposed_ps(bank);
+        else m_replay[c * max_chunks + m_replay_n[c]++] = miss_exposed_ps(bank);
       }
     }
     use_row(bank, row, hit, is_write);
@@ -555,7 +570,8 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     auto mod = [](uint64_t x, uint64_t d) { return p2 ? x & (d - 1) : x % d; };
     const uint64_t a1 = a0 + len - 1, block = nch * rb;
     const uint64_t j0 = div(a0, block, nch_sh + rb_sh), j1 = div(a1, block, nch_sh + rb_sh);
-    if (count) {
+    run_exposed = 0;
+    if (count && !exposed_whole) {
       max_chunks = j1 - j0 + 1;
       if (m_replay.size() < lanes * max_chunks) m_replay.resize(lanes * max_chunks);
       std::fill(m_replay_n.begin(), m_replay_n.begin() + static_cast<std::ptrdiff_t>(lanes), 0);
@@ -572,6 +588,10 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       }
     }
     if (!count) return;
+    if (exposed_whole) {  // exact: the order of the sum does not matter
+      exposed_sum += whole_stripes ? run_exposed * static_cast<double>(nch) : run_exposed;
+      return;
+    }
     const uint64_t s0 = div(a0, il, il_sh), s1 = div(a1, il, il_sh);
     const uint64_t c_begin = s1 - s0 + 1 < nch ? mod(s0, nch) : 0;
     for (uint64_t ci = 0; ci < nch; ++ci) {

@@ -115,6 +115,10 @@ class Lpddr5 : public Component {
   bool m_banks_uniform = true;
   void split_banks();
   // stream(): one run's exposed miss times, per channel in address order, and their counts
+  // (summed channel by channel so that the sum does not depend on the walk's order). Not needed
+  // when every exposed time a miss can have is a whole number of ps (the default timings): sums
+  // of such values are exact in any order, so the walk adds them as it goes.
+  bool m_exposed_whole = false;
   std::vector<double> m_replay;
   std::vector<uint32_t> m_replay_n;
   struct Bin {
