@@ -6,9 +6,10 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
+#include <vector>
 
 namespace vspyre {
 
@@ -22,11 +23,18 @@ class BinCalendar {
 
   // Forgets the bins before `index`: nothing can be placed there any more.
   void prune_before(int64_t index) {
-    while (!m_bins.empty() && m_first < index) {
-      m_bins.pop_front();
+    while (m_head < m_bins.size() && m_first < index) {
+      ++m_head;
       ++m_first;
     }
-    if (m_bins.empty()) m_first = std::max(m_first, index);
+    if (m_head == m_bins.size()) {
+      m_bins.clear();
+      m_head = 0;
+      m_first = std::max(m_first, index);
+    } else if (m_head >= 1024 && 2 * m_head >= m_bins.size()) {
+      m_bins.erase(m_bins.begin(), m_bins.begin() + static_cast<std::ptrdiff_t>(m_head));  // keep it compact
+      m_head = 0;
+    }
     m_open_from = std::max(m_open_from, m_first);
   }
 
@@ -65,19 +73,23 @@ class BinCalendar {
   struct Bin {
     double cap = 0, free = 0;
   };
+  // The bin `index` (created with its capacity if new). The reference lasts until the next call.
   Bin& at(int64_t& index) {
     // Bins before the first kept one are gone: work aimed there starts at the first.
     if (index < m_first) index = m_first;
-    while (index >= m_first + static_cast<int64_t>(m_bins.size())) {
-      const double cap = m_capacity(m_first + static_cast<int64_t>(m_bins.size()));
+    for (auto kept = static_cast<int64_t>(m_bins.size() - m_head); index >= m_first + kept; ++kept) {
+      const double cap = m_capacity(m_first + kept);
       m_bins.push_back(Bin{cap, cap});
     }
-    return m_bins[static_cast<size_t>(index - m_first)];
+    return m_bins[m_head + static_cast<size_t>(index - m_first)];
   }
 
   double m_bin, m_width, m_min_free;
   std::function<double(int64_t)> m_capacity;
-  std::deque<Bin> m_bins;  // bins m_first, m_first + 1, ...
+  // Bins m_first, m_first + 1, ... are m_bins[m_head], m_bins[m_head + 1], ... (a vector with a
+  // moving front rather than a deque: place() indexes it in its inner loop).
+  std::vector<Bin> m_bins;
+  size_t m_head = 0;
   int64_t m_first = 0;
   int64_t m_open_from = 0;  // every bin before this one is full
 };
