@@ -156,7 +156,7 @@ class Core : public Component {
   // For the card's event scheduler (`card.scheduler: events`), which runs every core's engines
   // from one loop instead of one SystemC thread each. None of these waits: each runs at the time
   // it is given, which the scheduler keeps in order across the card.
-  // Set by the card before simulation starts: the engines' SystemC threads then end at once.
+  // Set by the card's constructor: the engines then get no SystemC threads.
   void set_event_driven() { m_event_driven = true; }
   const std::vector<uint32_t>& engine_ops(Engine e) const { return m_by_engine[static_cast<int>(e)]; }
   bool op_done(uint32_t i) const { return m_done[i] != 0; }
@@ -172,6 +172,7 @@ class Core : public Component {
   bool step(uint32_t i, double at, Progress& p, double& next);
 
  private:
+  void before_end_of_elaboration() override;
   void engine_thread(Engine e);
   // `trans`: the engine's transaction object, reused by each of its operations, which sets every
   // field it sends (constructing a payload allocates its extension array).
