@@ -111,8 +111,9 @@ void Card::run_events(double start) {
   // can start (its previous operation ended and the operation's dependencies are done) and the
   // loop always runs the earliest. An operation's end follows from its start without waiting (a
   // flow-model DMA operation is one call to the memory, PT and SFP are arithmetic), so the whole
-  // card runs on one host thread, with no thread switch per operation. Ring operations run as
-  // one step per descriptor, each at its issue time. Ties go to the lower core, then engine.
+  // card runs on one host thread, with no thread switch per operation. A request-model DMA
+  // operation runs one step per request and a ring operation one per descriptor, each at its
+  // issue time. Ties go to the lower core, then engine (a core's load before its store).
   struct Entry {
     uint32_t core = 0;
     Engine engine = Engine::Load;

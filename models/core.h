@@ -156,11 +156,10 @@ class Core : public Component {
   // For the card's event scheduler (`card.scheduler: events`), which runs every core's engines
   // from one loop instead of one SystemC thread each. None of these waits: each runs at the time
   // it is given, which the scheduler keeps in order across the card.
-  // Set by the card's constructor: the engines then get no SystemC threads.
+  // set_event_driven: called by the card's constructor; the engines then get no SystemC threads.
   void set_event_driven() { m_event_driven = true; }
   const std::vector<uint32_t>& engine_ops(Engine e) const { return m_by_engine[static_cast<int>(e)]; }
   bool op_done(uint32_t i) const { return m_done[i] != 0; }
-  double start_ps() const { return m_start_ps; }
   struct Progress {  // an operation the event scheduler runs in steps
     DmaProgress dma;
     RingProgress ring;
@@ -177,8 +176,6 @@ class Core : public Component {
   // `trans`: the engine's transaction object, reused by each of its operations, which sets every
   // field it sends (constructing a payload allocates its extension array).
   double run_dma(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans);
-  // One piece of a DMA operation; `window` (outstanding slots) is the operation's.
-  // `next_piece`: where the next piece starts (null for the last).
   // Request model: piece d.p of `op` starts at t; the next request of the piece (false when the
   // piece has no more); sending a request at its issue time (`base`: simulated time now).
   void dma_piece_begin(const CoreOp& op, DmaProgress& d, double t) const;
