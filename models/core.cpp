@@ -439,27 +439,16 @@ double Core::compute_end(const CoreOp& op, double t) {
   return t + sfp_time_ps(op.elements, op.cycles_per_element);
 }
 
-double Core::run_op_at(uint32_t i, double start) {
-  const CoreOp& op = m_program[i];
-  double end = start + op.extra_ps;
-  if (op.engine == Engine::Load || op.engine == Engine::Store)
-    end = run_dma_stream(op, op.engine == Engine::Store, end, m_trans[static_cast<int>(op.engine)]);
-  else
-    end = compute_end(op, end);
-  finish_op(i, start, end);
-  return end;
-}
-
 bool Core::step(uint32_t i, double at, Progress& p, double& next) {
-  switch (m_program[i].engine) {
-    case Engine::Ring: return ring_step(i, at, p.ring, next);
-    case Engine::Load:
-    case Engine::Store:
-      if (!m_dma_flow) return dma_step(i, at, p.dma, next);
-      break;
-    default: break;
-  }
-  run_op_at(i, at);
+  const CoreOp& op = m_program[i];
+  const bool dma = op.engine == Engine::Load || op.engine == Engine::Store;
+  if (op.engine == Engine::Ring) return ring_step(i, at, p.ring, next);
+  if (dma && !m_dma_flow) return dma_step(i, at, p.dma, next);
+  // One step: PT, SFP, or a flow-model DMA operation (one stream).
+  double end = at + op.extra_ps;
+  if (dma) end = run_dma_stream(op, op.engine == Engine::Store, end, m_trans[static_cast<int>(op.engine)]);
+  else end = compute_end(op, end);
+  finish_op(i, at, end);
   return true;
 }
 

@@ -183,7 +183,6 @@ class Core : public Component {
   void dma_send(DmaProgress& d, const DmaRequest& q, bool is_write, double base, tlm::tlm_generic_payload& trans);
   bool dma_step(uint32_t i, double at, DmaProgress& d, double& next);
   bool ring_step(uint32_t i, double at, RingProgress& p, double& next);
-  double run_op_at(uint32_t i, double start);  // PT, SFP, flow-model DMA: the end; recorded
   double run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_generic_payload& trans);
   // Ring operation i from `start`, descriptor by descriptor in lockstep with simulated time (the
   // engine thread); records it and returns its end.
