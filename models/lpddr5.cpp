@@ -221,13 +221,19 @@ int64_t Lpddr5::first_open(Channel& ch, int64_t index, Bin*& bin) {
 }
 
 double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, bool is_write) {
-  auto idx = static_cast<int64_t>(std::floor(ready / m_t.bin));
+  // floor(ready / bin): truncation is the floor for a time that is not negative.
+  const double q = ready / m_t.bin;
+  auto idx = static_cast<int64_t>(q >= 0 ? q : std::floor(q));
   double left = need;
   const double per_byte = bytes ? need / static_cast<double>(bytes) : 0.0;
   for (;; ++idx) {
-    // Skip bins with less than one stick's bus time left: full for every practical purpose.
+    // Skip bins with less than one stick's bus time left: full for every practical purpose. The
+    // usual case, a kept bin with room, needs no search.
     Bin* bp = nullptr;
-    idx = first_open(ch, idx, bp);
+    if (idx >= ch.first_bin && idx < ch.end_bin && ch.ring[static_cast<size_t>(idx & ch.mask)].free >= m_min_free)
+      bp = &ch.ring[static_cast<size_t>(idx & ch.mask)];
+    else
+      idx = first_open(ch, idx, bp);
     Bin& b = *bp;
     const double lo = static_cast<double>(idx) * m_t.bin;
     // A request ready in the middle of a bin can use only the part of it after `ready`.
