@@ -823,14 +823,18 @@ PRESETS = OrderedDict([
         SM1 + ", row `4-core`: 4 cores, as stage 4, 32.17 us.")),
     ("matmul_b8_default", ("matmul", {
         "batch": 8, "m": 512, "k": 4096, "n": 12800, "layout": "default",
-        "split": "x=8,out=4"},
+        "split": "mb=4,out=8"},
         "measured.md section 2 (PR #4302 require_layout), row `[8,512,4096] @ [4096,12800]`, "
-        "column Baseline (activation/output ['x','in','mb'] / ['x','out','mb']): 26.968 ms.")),
+        "column Baseline (activation/output ['x','in','mb'] / ['x','out','mb']): 26.968 ms. "
+        "Split {mb:4,out:8}: the compiler's for this shape (tests/fixtures/captured/"
+        "matmul_b8_n12800_default).")),
     ("matmul_b8_batch_outer", ("matmul", {
         "batch": 8, "m": 512, "k": 4096, "n": 12800, "layout": "batch_outer",
-        "split": "x=8,out=4"},
+        "split": "mb=4,out=8"},
         "measured.md section 2 (PR #4302 require_layout), row `[8,512,4096] @ [4096,12800]`, "
-        "column Batch-outer in+out (['mb','in','x'] / ['mb','out','x']): 8.384 ms.")),
+        "column Batch-outer in+out (['mb','in','x'] / ['mb','out','x']): 8.384 ms. "
+        "Split {mb:4,out:8}: the compiler's for this shape (tests/fixtures/captured/"
+        "matmul_b8_n12800_default).")),
     ("relu_neg_demote", ("chain", {
         "ops": ["neg", "relufwd"], "shape": [8, 256, 512], "producer_split": "mb=4,x=2",
         "consumer_split": "x=8", "mode": "demote"},
