@@ -385,7 +385,8 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
     if (is_write) {
       m_recent.erase(key);
     } else if (const Recent* it = m_recent.find(key); it && it->addr == addr && it->bytes == bytes &&
-                                                       std::abs(t - it->issued) <= m_t.coalesce_window) {
+                                                       std::abs(t - it->issued) <= m_t.coalesce_window &&
+                                                       other_requester(it->src, requester(src))) {
       ++m_coalesced;
       m_bytes_coalesced += static_cast<double>(bytes);
       // The copy rides with the first delivery (the ring carries it past every core): it does
@@ -443,7 +444,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   }
   if (!is_write && m_t.coalesce_window > 0) {
     if (m_recent.size() > 65536) m_recent.clear();  // bounded: only recent reads can coalesce
-    m_recent.insert_or_assign(recent_key(addr, bytes), Recent{addr, bytes, t, finish});
+    m_recent.insert_or_assign(recent_key(addr, bytes), Recent{addr, bytes, t, finish, requester(src)});
   }
   VSPYRE_DEBUG(g_dbg, t_ps, "%s 0x%llx %llu B -> done %.1f ns", is_write ? "wr" : "rd",
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), finish / 1e3);
@@ -652,7 +653,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       m_flow_recent.erase(key);
     } else if (const FlowRecent* it = m_flow_recent.find(key);
                it && it->addr == addr && it->bytes == bytes && it->run == run && it->stride == stride &&
-               std::abs(t - it->issued) <= m_t.coalesce_window) {
+               std::abs(t - it->issued) <= m_t.coalesce_window && other_requester(it->src, requester(&x))) {
       // Read with an identical stream in flight: delivered with it (not across the port again),
       // at this requester's pace.
       finish = std::max(it->done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
@@ -678,7 +679,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     if (tracing()) trace()->complete(m_flow_track, is_write ? "wr" : "rd", ready, end - ready);
     if (!is_write && m_t.coalesce_window > 0) {
       if (m_flow_recent.size() > 65536) m_flow_recent.clear();
-      m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish});
+      m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x)});
     }
   }
   (is_write ? m_writes : m_reads) += static_cast<double>(requests);

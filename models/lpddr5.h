@@ -183,7 +183,9 @@ class Lpddr5 : public Component {
   // Forgets calendar bins that ended before the current simulated time.
   void prune_calendars();
   int64_t m_pruned_to = INT64_MIN;
-  struct FlowRecent { uint64_t addr = 0, bytes = 0, run = 0, stride = 0; double issued = 0, done = 0; };
+  // The reads that can still be coalesced: what was read, by whom (-1: no requester known), when
+  // it was issued and when its data was delivered.
+  struct FlowRecent { uint64_t addr = 0, bytes = 0, run = 0, stride = 0; double issued = 0, done = 0; int64_t src = -1; };
   FlatMap<FlowRecent> m_flow_recent;
   TraceWriter::TrackId m_flow_track = 0;
   double m_mix[2] = {0, 0};  // recent read and write traffic (EWMA), flow model
@@ -212,7 +214,12 @@ class Lpddr5 : public Component {
   Scalar& m_bytes_written;
   Scalar& m_coalesced;
   Scalar& m_bytes_coalesced;
-  struct Recent { uint64_t addr = 0, bytes = 0; double issued = 0, done = 0; };
+  struct Recent { uint64_t addr = 0, bytes = 0; double issued = 0, done = 0; int64_t src = -1; };
+  // Whether a read by `src` can ride with an earlier one by `leader`: only another requester's (the
+  // copy is delivered as the data passes the other cores; a core asking again for what it read
+  // before gets no copy of its own). Either unknown (-1): yes.
+  static bool other_requester(int64_t leader, int64_t src) { return leader < 0 || src < 0 || leader != src; }
+  static int64_t requester(const TransferExt* x) { return x ? static_cast<int64_t>(idx(x->src)) : -1; }
   FlatMap<Recent> m_recent;
   // A request's slot in m_recent.
   static uint64_t recent_key(uint64_t addr, uint64_t bytes) { return addr * 1315423911ull ^ bytes; }

@@ -150,6 +150,38 @@ TEST_CASE("models: LPDDR5 serves identical reads in the coalescing window once",
   CHECK(mem.stats().get("bytes_read") == Approx(12288));
 }
 
+TEST_CASE("models: LPDDR5 coalesces a read with another core's, never with the same core's", "[models]") {
+  // The copy of a coalesced read rides with the first delivery past the other cores; a core asking
+  // again for what it read itself gets no copy. Request model (access) and flow model (stream).
+  auto sim = make_card();
+  Lpddr5& mem = sim->top_as<Card>().memory();
+  TransferExt a, b;
+  a.src = static_cast<CoreId>(0);
+  b.src = static_cast<CoreId>(1);
+  const double t0 = 2e6;
+  mem.access(1 << 20, 4096, false, t0, &a);
+  mem.access(1 << 20, 4096, false, t0 + 100e3, &a);  // core 0 again: a read of its own
+  CHECK(mem.stats().get("coalesced_reads") == Approx(0));
+  CHECK(mem.stats().get("bytes_read") == Approx(8192));
+  mem.access(1 << 20, 4096, false, t0 + 200e3, &b);  // core 1: rides with core 0's
+  CHECK(mem.stats().get("coalesced_reads") == Approx(1));
+  CHECK(mem.stats().get("bytes_read") == Approx(8192));
+
+  for (TransferExt* x : {&a, &b}) {
+    x->stream = true;
+    x->stream_bytes = 64 * 1024;
+    x->request_bytes = 4096;
+    x->outstanding = 3;
+  }
+  mem.stream(a, 8 << 20, false, t0 + 300e3);
+  mem.stream(a, 8 << 20, false, t0 + 400e3);
+  CHECK(mem.stats().get("coalesced_reads") == Approx(1));
+  CHECK(mem.stats().get("bytes_read") == Approx(8192 + 2 * 65536));
+  mem.stream(b, 8 << 20, false, t0 + 500e3);
+  CHECK(mem.stats().get("coalesced_reads") == Approx(2));
+  CHECK(mem.stats().get("bytes_read") == Approx(8192 + 2 * 65536));
+}
+
 TEST_CASE("models: LPDDR5 is sparse: written pages only, unwritten memory reads zero", "[models]") {
   auto sim = make_card();
   Lpddr5& mem = sim->top_as<Card>().memory();
