@@ -671,6 +671,14 @@ MATMUL_LAYOUTS = {
     # formats.md D.2 and measured.md section 2: innermost first
     "default": {"act": ["x", "in", "mb"], "out": ["x", "out", "mb"]},
     "batch_outer": {"act": ["mb", "in", "x"], "out": ["mb", "out", "x"]},
+    # K (N for the output) right outside the stick: row-major sticks [x][mb][in/64][64]
+    "row_major": {"act": ["in", "mb", "x"], "out": ["out", "mb", "x"]},
+}
+# 2-D (batch 0): the default [K/64][M][64], or row-major [M][K/64][64] (torch-spyre's SDSC for a
+# shared-weight projection in 2026-06: INPUT [in, mb], OUTPUT [out, mb]).
+MATMUL_LAYOUTS_2D = {
+    "default": {"act": ["mb", "in"], "out": ["mb", "out"]},
+    "row_major": {"act": ["in", "mb"], "out": ["out", "mb"]},
 }
 
 
@@ -681,14 +689,20 @@ def gen_matmul(b, p):
     if B:
         n = OrderedDict([("x", B), ("mb", M), ("out", N), ("in", K)])
         lay = MATMUL_LAYOUTS[p["layout"]]
-        act_l, out_l = lay["act"], lay["out"]
+        act_l = lay["act"]
+        # The output's own order when it differs from the activation's (bmm layout cube).
+        out_l = MATMUL_LAYOUTS[p["out_layout"] or p["layout"]]["out"]
         act_d, out_d = ["x", "mb", "in"], ["x", "mb", "out"]
     else:
         n = OrderedDict([("mb", M), ("out", N), ("in", K)])
-        act_l, out_l = ["mb", "in"], ["mb", "out"]
+        lay = MATMUL_LAYOUTS_2D[p["layout"]]
+        act_l = lay["act"]
+        out_l = MATMUL_LAYOUTS_2D[p["out_layout"] or p["layout"]]["out"]
         act_d, out_d = ["mb", "in"], ["mb", "out"]
     if B and p["weight_batched"]:
-        w_d, w_l = ["x", "in", "out"], ["x", "out", "in"]  # as spyrecli bmm
+        # [B,K,N]: row-outer [K][N/64][B][64] as spyrecli bmm, or batch-outer [B][N/64][K][64]
+        w_d = ["x", "in", "out"]
+        w_l = {"row": ["x", "out", "in"], "batch": ["in", "out", "x"]}[p["weight_layout"]]
     else:
         w_d, w_l = ["in", "out"], ["in", "out"]  # weight layout ['in','out'] (measured.md 2)
     split = Split(list(n.keys()), parse_split(p["split"]))
@@ -769,7 +783,9 @@ NOTES = {
                "after; `inplace` writes sub and exp over their input.",
     "matmul": "Dims x (batch), mb (M), out (N), in (K), N_ order [x, mb, out, in] as spyrecli bmm; "
               "roles INPUT/KERNEL/OUTPUT on exUnit pt. The weight is 2-D ['in','out'] unless "
-              "weight_batched (then ['x','out','in'] as spyrecli bmm). The core split is a "
+              "weight_batched: then ['x','out','in'] (row-outer, as spyrecli bmm) or, with "
+              "weight_layout=batch, ['in','out','x'] (batch-outer). out_layout gives the output "
+              "an order of its own (default: layout's). The core split is a "
               "generator choice: measured.md does not give it.",
     "chain": "`demote`: the intermediate is a full tensor in the HBM pool, written with the "
              "producer's split and read with the consumer's. `shuffle`: formats.md C.5 - a "
@@ -789,7 +805,9 @@ KINDS = {
                               "lx_reductions": False, "intermediates": "hbm",
                               "lx_input": False}),
     "matmul": (gen_matmul, {"batch": 0, "m": 512, "k": 1024, "n": 256, "layout": "default",
-                            "weight_batched": False, "split": "mb=8,out=4", "dtype": "fp16"}),
+                            "weight_batched": False, "weight_layout": "row", "out_layout": "",
+                            "split": "mb=8,out=4",
+                            "dtype": "fp16"}),
     "chain": (gen_chain, {"ops": ["neg", "relufwd"], "shape": [8, 256, 512],
                           "producer_split": "mb=4,x=2", "consumer_split": "x=8",
                           "mode": "demote", "dtype": "fp16"}),

@@ -76,6 +76,26 @@ MATMUL2 = {(2, 12800): (4.604, 2.196), (4, 12800): (6.631, 4.244), (8, 12800): (
 MM6D = {2: ("1x2", "out=2", 1038.6), 4: ("2x2", "mb=2,out=2", 514.2), 8: ("2x4", "mb=2,out=4", 324.6),
         16: ("4x4", "mb=4,out=4", 218.5)}
 
+S8CUBE = ("HieronZhang/torch-spyre bmm_observation/bmm_layout_effects.md (commit a3f2847b), section 6 "
+          "'The same cube at one core'")
+# §8 (bmm layout cube at one core): torch.bmm [B,1024,2048] @ [B,2048,1024] -> [B,1024,1024], one
+# core, A/B/C each row-outer (the compiler default, batch just outside the stick) or batch-outer:
+# B -> {A B C (r/b): us}
+CUBE1 = {2: {"rrr": 5502, "rrb": 14659, "rbr": 4151, "rbb": 4140, "brr": 4159, "brb": 5670, "bbr": 4135,
+             "bbb": 4135},
+         4: {"rrr": 21322, "rrb": 30942, "rbr": 12828, "rbb": 12698, "brr": 12294, "brb": 11602, "bbr": 8261,
+             "bbb": 8261}}
+CUBE_LAYOUT = {"r": "default", "b": "batch_outer"}
+CUBE_WEIGHT = {"r": "row", "b": "batch"}
+S8PROJ = ("AdnanHoque/torch-spyre docs/pr-mlp-prefill-explained/artifacts/outputs/jamie_unit_bmm_probe.md "
+          "(commit 6942fd9c)")
+# §8 (one projection in four layouts): [1,512,4096] @ [4096,12800] on 32 cores:
+# fixture suffix -> (batch, gen_bundle layout, the doc's layout text, measured us)
+PROJ = {"2d_rowmajor": (0, "row_major", "2-D SDSC, INPUT [in, mb] / OUTPUT [out, mb] (torch-spyre's, 'baseline tsp')",
+                        2469),
+        "x1_default": (1, "default", "`x,in,mb` / `x,out,mb`", 3394),
+        "x1_rowmajor": (1, "row_major", "`in,mb,x` / `out,mb,x`", 3972),
+        "x1_batchouter": (1, "batch_outer", "`mb,in,x` / `mb,out,x`", 1021)}
 
 ROWS_NOTE = "The database does not give the work division; the fixture splits rows."
 
@@ -150,6 +170,22 @@ def fixtures():
     out.append(("mm_2048x1024x2048_c1", "matmul",
                 {"batch": 0, "m": 2048, "k": 1024, "n": 2048, "split": "1"},
                 f"{S6D}, row 2048x1024x2048, 1 core: 4129.6 us."))
+    for b, cells in CUBE1.items():
+        for abc, us in cells.items():
+            a, w, c = abc
+            out.append((f"bmm_b{b}_1024x2048x1024_{abc}_c1", "matmul",
+                        {"batch": b, "m": 1024, "k": 2048, "n": 1024, "layout": CUBE_LAYOUT[a],
+                         "weight_batched": True, "weight_layout": CUBE_WEIGHT[w],
+                         "out_layout": CUBE_LAYOUT[c], "split": "1"},
+                        f"{S8CUBE}, row A={'row batch'.split()[a == 'b']} B={'row batch'.split()[w == 'b']} "
+                        f"C={'row batch'.split()[c == 'b']}, B={b}: {us} us (median of 7, one core; "
+                        f"row = row-outer [M][K/64][B][64], batch = batch-outer [B][K/64][M][64])."))
+    for suffix, (batch, layout, text, us) in PROJ.items():
+        out.append((f"proj_512x4096x12800_{suffix}_c32", "matmul",
+                    {"batch": batch, "m": 512, "k": 4096, "n": 12800, "layout": layout, "split": "mb=4,out=8"},
+                    f"{S8PROJ}, layout {text}: {us / 1000:.3f} ms, 32 cores. The doc gives the work "
+                    f"division {{x:1, mb:4, out:8, in:1}} for the `mb,in,x` case; the fixture uses it "
+                    f"for all four (torch-spyre's split of the same shape in section 2)."))
     return out
 
 
