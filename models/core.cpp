@@ -57,7 +57,9 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_sfp_startup = static_cast<uint32_t>(sfp.get_int("startup", 16, {"pipeline startup cycles per operation", Provenance::Estimate}, 0, 1 << 20));
   ParamReader& dma = p.group("dma", "DMA engines between device memory and LX");
   m_dma_outstanding = static_cast<uint32_t>(dma.get_int(
-      "outstanding", 3, {"requests each DMA engine keeps in flight", Provenance::Estimate,
+      "outstanding", 3, {"requests of request_size each DMA engine keeps in flight (its buffer: outstanding x "
+                         "request_size bytes; runs shorter than a request fill it with more requests)",
+                         Provenance::Estimate,
                          "calibrated: one core's add moves 67-69 GB/s (validation section 7)"}, 1, 1024));
   m_ring_outstanding = static_cast<uint32_t>(dma.get_int(
       "ring_outstanding", 2,
@@ -234,7 +236,7 @@ void Core::dma_piece_begin(const CoreOp& op, DmaProgress& d, double t) const {
   d.n = runs * d.per_run;
   d.i = d.r = d.k = 0;
   d.slot = 0;
-  d.window.assign(m_dma_outstanding, t);
+  d.window.assign(dma_slots(d.run), t);
   d.next_issue = d.last = t;
 }
 
@@ -339,7 +341,7 @@ double Core::run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_
   ext.run_bytes = op.run_bytes && op.run_bytes < op.bytes ? op.run_bytes : 0;
   ext.stride = ext.run_bytes ? op.stride : 0;
   ext.request_bytes = m_dma_request;
-  ext.outstanding = m_dma_outstanding;
+  ext.outstanding = ext.run_bytes ? dma_slots(ext.run_bytes) : m_dma_outstanding;
   ext.issue_ps = m_dma_issue_ps;
   ext.outer = op.outer.empty() ? nullptr : &op.outer;
   const ScopedExtension attached(trans, ext);

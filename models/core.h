@@ -145,6 +145,14 @@ class Core : public Component {
   bool dma_flow() const { return m_dma_flow; }  // DMA operations go to memory as streams
   uint64_t dma_request_bytes() const { return m_dma_request; }
   uint32_t dma_outstanding() const { return m_dma_outstanding; }
+  // Requests an engine keeps in flight for runs of `run` bytes: its read buffer holds
+  // outstanding x request_size bytes, and a run shorter than a request (a request never crosses a
+  // run) is a request of its own, so more of them fit (a 128 B run: request_size / 128 times as
+  // many).
+  uint32_t dma_slots(uint64_t run) const {
+    return run && run < m_dma_request ? m_dma_outstanding * static_cast<uint32_t>(m_dma_request / run)
+                                      : m_dma_outstanding;
+  }
 
   uint64_t lx_size() const { return m_lx_size; }
   uint64_t lx_usable() const { return m_lx_size - m_lx_reserved; }

@@ -79,6 +79,9 @@ struct Tensor {
   std::vector<uint64_t> stride;   // bytes
   std::vector<uint64_t> max_ext;  // per layout dim: largest per-core extent over the cores, elements
   uint64_t stick_elems = 64;
+  // A PT operand whose row dim is not the first layout dim right outside the stick: that dim's
+  // layout index, else -1. Its blocks move stick by stick, row dim innermost (pt_operand_rows()).
+  int pt_row = -1;
   bool has(const std::string& d) const {
     for (size_t i = 0; i < dims.size(); ++i)
       if (dims[i] == d && !reduced[i]) return true;
@@ -105,6 +108,7 @@ class Lowerer {
  private:
   bool shuffle(const Sdsc& s, uint64_t exec_index);
   std::vector<Tensor> tensors(const Sdsc& s) const;
+  void pt_operand_rows(const Sdsc& s, std::vector<Tensor>& ts) const;
   uint64_t ext_of(const Sdsc& s, uint32_t core, const std::string& d) const;
   uint64_t max_ext_of(const Sdsc& s, const std::string& d) const;  // over the SDSC's cores
 
@@ -158,7 +162,51 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
     }
     out.push_back(std::move(t));
   }
+  pt_operand_rows(s, out);
   return out;
+}
+
+// Sets Tensor::pt_row for the HBM operands of the SDSC's PT ops. The array reads an operand from
+// LX as stick columns: for one stick of the input (K) or of the weight and output (N), the rows
+// that share it one after another (the input's and output's M, the weight's K), and the DMA that
+// fills LX writes it in that order. A run is therefore longer than one stick only when the row
+// dim is the first layout dim (of more than one element) right outside the stick, as in the
+// default 2-D layouts ([K/64][M][64], [N/64][K][64]) and batch-outer 3-D ([B][K/64][M][64]).
+// Otherwise (torch-spyre's default 3-D [M][K/64][B][64], a row-major [M][K/64][64]) the block
+// moves stick by stick. Evidence: validation sections 2 and 8 (the card is 1.4-3.9x slower in
+// those layouts on 32 cores; at one core a row-outer input costs up to 1.7x). Of the op's M dims
+// (in the input and the output, not the weight) the row dim is `mb` when there is one: a batch
+// `x` is looped outside it (at x = 1, `x,in,mb` measured 3.4 ms and `mb,in,x` 1.0 ms).
+void Lowerer::pt_operand_rows(const Sdsc& s, std::vector<Tensor>& ts) const {
+  auto find = [&](uint32_t idx) -> Tensor* {
+    for (auto& t : ts)
+      if (t.idx == idx) return &t;
+    return nullptr;
+  };
+  auto mark = [](Tensor* t, const std::string& row) {
+    if (!t || row.empty() || !t->hbm) return;
+    size_t first = t->dims.size();  // the first layout dim holding more than one unit
+    for (size_t i = 0; i < t->dims.size() && first == t->dims.size(); ++i)
+      if (t->full[i] > 1) first = i;
+    for (size_t i = 0; i < t->dims.size(); ++i)
+      if (t->dims[i] == row && !t->stick[i] && i != first) t->pt_row = static_cast<int>(i);
+  };
+  for (const auto& cop : s.compute_ops) {
+    if (cop.ex_unit != bundle::ExUnit::pt || cop.inputs.size() < 2 || cop.outputs.empty()) continue;
+    Tensor* a = find(cop.inputs[0]);
+    Tensor* b = find(cop.inputs[1]);
+    Tensor* c = find(cop.outputs[0]);
+    if (!a || !b || !c) continue;
+    std::string m_dim, k_dim;
+    for (const auto& [d, v] : s.n) {
+      const bool ia = a->has(d), ib = b->has(d), ic = c->has(d);
+      if (ia && !ib && ic && (m_dim.empty() || d == "mb")) m_dim = d;
+      if (ia && ib && !ic && k_dim.empty()) k_dim = d;
+    }
+    mark(a, m_dim);
+    mark(b, k_dim);
+    mark(c, m_dim);
+  }
 }
 
 uint64_t Lowerer::ext_of(const Sdsc& s, uint32_t core, const std::string& d) const {
@@ -191,6 +239,10 @@ template <typename Cnt>
 uint64_t leading_run(const Tensor& t, uint64_t stick_bytes, Cnt&& cnt, size_t* next = nullptr) {
   uint64_t run = stick_bytes;
   size_t i = 0;
+  if (t.pt_row >= 0) {  // moved stick by stick: every stick is a run
+    if (next) *next = 0;
+    return run;
+  }
   while (i < t.dims.size() && cnt(i) == t.full[i]) run *= cnt(i++);
   if (i < t.dims.size()) run *= cnt(i++);
   if (next) *next = i;
@@ -217,14 +269,19 @@ void make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off
   const uint64_t run = leading_run(t, stick_bytes, [&](size_t d) { return cnt[d]; }, &i);
   b.run = run;
   b.bytes = run;
-  for (; i < t.dims.size(); ++i) {
-    if (cnt[i] <= 1) continue;
-    b.bytes *= cnt[i];
-    if (!b.levels.empty() && b.levels.back().second * b.levels.back().first == t.stride[i])
-      b.levels.back().first *= cnt[i];
+  auto level = [&](size_t d) {
+    if (cnt[d] <= 1) return;
+    b.bytes *= cnt[d];
+    if (!b.levels.empty() && b.levels.back().second * b.levels.back().first == t.stride[d])
+      b.levels.back().first *= cnt[d];
     else
-      b.levels.emplace_back(cnt[i], t.stride[i]);
-  }
+      b.levels.emplace_back(cnt[d], t.stride[d]);
+  };
+  // A PT operand moved in the array's order (Tensor::pt_row): its row dim first, then the rest.
+  const size_t row = t.pt_row >= 0 ? static_cast<size_t>(t.pt_row) : t.dims.size();
+  if (row < t.dims.size()) level(row);
+  for (; i < t.dims.size(); ++i)
+    if (i != row) level(i);
   // A single run covering everything: no levels needed.
   if (b.levels.size() == 1 && b.levels[0].second == run) {
     b.run = b.bytes;
@@ -551,7 +608,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   // (the broadcast row of a softmax's max, a bias): it does not count, or it would veto every
   // tiling that cuts its dims. (Independent of the tiling: decided once.)
   std::vector<char> short_share(ts.size());
-  for (size_t k = 0; k < ts.size(); ++k) short_share[k] = share_bytes(ts[k], true) < m_card.dma_run_bytes;
+  // So does a PT operand moved stick by stick (Tensor::pt_row).
+  for (size_t k = 0; k < ts.size(); ++k)
+    short_share[k] = ts[k].pt_row >= 0 || share_bytes(ts[k], true) < m_card.dma_run_bytes;
   auto min_run = [&]() {
     uint64_t best = UINT64_MAX;
     for (size_t k = 0; k < ts.size(); ++k) {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -308,6 +309,73 @@ TEST_CASE("run: a one-core broadcast add streams its tensors in runs of a whole 
   CHECK(checked > 0);
 }
 
+TEST_CASE("run: a PT operand whose rows are not right outside the stick moves stick by stick, rows first", "[run]") {
+  // [2,1024,2048] @ [2,2048,1024] on one core (validation section 8). Row-outer A is
+  // [M][K/64][B][64]: the array reads a stick column (the M rows of one K stick), so its DMA walks
+  // 128 B runs, the row dim innermost (stride K/64 x B sticks). Batch-outer A, [B][K/64][M][64],
+  // has those rows adjacent and moves in runs of many sticks; so does the 2-D default weight.
+  for (const char* f : {"bmm_b2_1024x2048x1024_rbr_c1", "bmm_b2_1024x2048x1024_brb_c1", "mm_2048x512x2048_c1"})
+    RUN_REQUIRE_DIR(k_fixtures / f);
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  const uint64_t SB = plan_card_params(card).stick_bytes;
+  // Per tensor name ("Tensor0 in", ...): the shortest run and the first level's stride.
+  auto runs = [&](const char* fixture) {
+    std::map<std::string, std::pair<uint64_t, uint64_t>> m;
+    const plan::Plan p = lower_dir(card, k_fixtures / fixture);
+    for (const auto& st : p.stages())
+      for (const auto& c : st.cores())
+        for (const auto& op : c.ops()) {
+          if (op.kind() != plan::Op::DMA_IN && op.kind() != plan::Op::DMA_OUT) continue;
+          const uint64_t run = op.run_bytes() ? op.run_bytes() : op.bytes();
+          auto it = m.find(op.name());
+          if (it == m.end() || run < it->second.first)
+            m[op.name()] = {run, op.levels_size() ? op.levels(0).stride() : 0};
+        }
+    return m;
+  };
+  const auto row = runs("bmm_b2_1024x2048x1024_rbr_c1");    // A row-outer, B batch-outer, C row-outer
+  const auto batch = runs("bmm_b2_1024x2048x1024_brb_c1");  // A batch-outer, B row-outer, C batch-outer
+  REQUIRE(row.count("Tensor0 in"));
+  REQUIRE(batch.count("Tensor0 in"));
+  CHECK(row.at("Tensor0 in").first == SB);
+  CHECK(row.at("Tensor0 in").second == (2048 / 64) * 2 * SB);  // one row on: K/64 x B sticks
+  CHECK(row.at("Tensor2 out").first == SB);
+  CHECK(row.at("Tensor1 in").first > SB);
+  CHECK(batch.at("Tensor0 in").first > SB);
+  CHECK(batch.at("Tensor2 out").first > SB);
+  CHECK(batch.at("Tensor1 in").first == SB);  // row-outer B: its K rows are B sticks apart
+  CHECK(batch.at("Tensor1 in").second == (1024 / 64) * 2 * SB);
+  for (const auto& [name, r] : runs("mm_2048x512x2048_c1")) {
+    INFO(name);
+    CHECK(r.first > SB);
+  }
+}
+
+TEST_CASE("run: DMA runs shorter than a request keep the engine's bytes in flight, not its request count", "[run]") {
+  auto sim = make_card();
+  const Core& core = sim->top_as<Card>().core(0);
+  const uint64_t req = core.dma_request_bytes();
+  const uint32_t n = core.dma_outstanding();
+  CHECK(core.dma_slots(req) == n);
+  CHECK(core.dma_slots(4 * req) == n);
+  CHECK(core.dma_slots(0) == n);  // one run: the whole operation
+  CHECK(core.dma_slots(128) == n * (req / 128));
+  CHECK(core.dma_slots(req / 2) == 2 * n);
+  // A one-core row-outer input (128 B runs) costs at most about 1.5x the batch-outer one, as on the
+  // card (12828 against 8261 us at B = 4; validation section 8): with three 128 B requests in flight
+  // it took 33420 us.
+  for (const char* f : {"bmm_b4_1024x2048x1024_rbr_c1", "bmm_b4_1024x2048x1024_bbr_c1"}) RUN_REQUIRE_DIR(k_fixtures / f);
+  const auto a = cli({"run", (k_fixtures / "bmm_b4_1024x2048x1024_rbr_c1").string(), "--no-data", "--json"});
+  const auto b = cli({"run", (k_fixtures / "bmm_b4_1024x2048x1024_bbr_c1").string(), "--no-data", "--json"});
+  REQUIRE(a.code == 0);
+  REQUIRE(b.code == 0);
+  const double ra = nlohmann::json::parse(a.out)["kernel_time_us"].get<double>();
+  const double rb = nlohmann::json::parse(b.out)["kernel_time_us"].get<double>();
+  CHECK(ra > rb);
+  CHECK(ra < 1.6 * rb);
+}
+
 TEST_CASE("run: more cores are not slower for a large elementwise op", "[run]") {
   RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_baseline");
   RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_baseline_4core");
@@ -565,7 +633,10 @@ TEST_CASE("run: the event scheduler gives the threads' kernel times on one core,
     INFO(name << ", " << model);
     const double threads = run(name, model, "threads", "50ns")["kernel_time_us"].get<double>();
     const double events = run(name, model, "events", "50ns")["kernel_time_us"].get<double>();
-    CHECK(events == Approx(threads).epsilon(1e-12));
+    // relu_neg_shuffle's 8 cores load 256 B runs, 48 requests in flight each (Core::dma_slots):
+    // their streams meet in memory, in an order the two schedulers may break ties in differently.
+    const bool shared = std::string(name) == "relu_neg_shuffle";
+    CHECK(events == Approx(threads).epsilon(shared ? 1e-3 : 1e-12));
   }
   // 32 cores sharing memory: with threads the quantum changes the result a little (which is how
   // this test knows that the events runs below did not fall back to threads); with events it
