@@ -113,6 +113,8 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_channels.resize(m_t.channels);
   m_segs.resize(m_t.channels);
   m_replay_n.resize(m_t.channels);
+  m_chan_bytes.resize(m_t.channels);
+  m_chan_exposed.resize(m_t.channels);
   for (uint32_t c = 0; c < m_t.channels; ++c) {
     Channel& ch = m_channels[c];
     ch.banks.resize(m_t.banks);
@@ -557,8 +559,10 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       ++chunks;
       if (!hit) {
         ++misses;
-        if (exposed_whole) run_exposed += miss_exposed_ps(bank);
-        else m_replay[c * max_chunks + m_replay_n[c]++] = miss_exposed_ps(bank);
+        const double e = miss_exposed_ps(bank);
+        if (exposed_whole) run_exposed += e;
+        else m_replay[c * max_chunks + m_replay_n[c]++] = e;
+        if (!whole_stripes) m_chan_exposed[c] += e;
       }
     }
     use_row(bank, row, hit, is_write);
@@ -615,10 +619,29 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     chunks += (chunks - chunks0) * (nch - 1);
     misses += (misses - misses0) * (nch - 1);
   };
+  // A sampled run's bytes per channel (runs that do not cover whole stripes): the head and tail
+  // stripes in part, the whole cycles of `channels` stripes evenly, the stripes left over one each.
+  auto channel_bytes = [&](uint64_t a0, uint64_t len) {
+    const uint64_t a1 = a0 + len;
+    uint64_t s = a0 / il;
+    const uint64_t head = std::min(a1, (s + 1) * il) - a0;
+    m_chan_bytes[s % nch] += static_cast<double>(head);
+    if (a0 + head == a1) return;
+    ++s;
+    const uint64_t full = (a1 - s * il) / il, tail = (a1 - s * il) % il;
+    for (uint64_t c = 0; c < nch; ++c) m_chan_bytes[c] += static_cast<double>(full / nch * il);
+    for (uint64_t i = 0; i < full % nch; ++i) m_chan_bytes[(s + full / nch * nch + i) % nch] += static_cast<double>(il);
+    if (tail) m_chan_bytes[(s + full) % nch] += static_cast<double>(tail);
+  };
+  if (!whole_stripes) {
+    std::fill(m_chan_bytes.begin(), m_chan_bytes.end(), 0.0);
+    std::fill(m_chan_exposed.begin(), m_chan_exposed.end(), 0.0);
+  }
   for (uint64_t r = 0; r < walked; ++r) {
     uint64_t len = 0;
     const uint64_t a0 = run_at(r, len);
     if (len) walk(a0, len, true);
+    if (len && !whole_stripes) channel_bytes(a0, len);
     sampled_bytes += len;
   }
   if (runs > walked) {
@@ -634,6 +657,14 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   const double lat = request_latency_ps(req, is_write, miss_frac);
   double rate_bytes = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat;
   if (x.issue_ps > 0) rate_bytes = std::min(rate_bytes, static_cast<double>(req) / x.issue_ps);
+  // And no faster than its busiest channel carries its share (data plus exposed misses): a stick
+  // column at a multiple of the channel stripe (interleave x channels) is all on one channel, as
+  // the request model finds it request by request.
+  if (!whole_stripes && sampled_bytes) {
+    double busiest = 0;
+    for (uint64_t c = 0; c < nch; ++c) busiest = std::max(busiest, m_chan_bytes[c] * m_t.ps_per_byte + m_chan_exposed[c]);
+    if (busiest > 0) rate_bytes = std::min(rate_bytes, static_cast<double>(sampled_bytes) / busiest);
+  }
   const double r_rd = m_mix[0], r_wr = m_mix[1];
   const double mix = r_rd + r_wr > 0 ? std::min(r_rd, r_wr) / (r_rd + r_wr) : 0.0;
   const double pairs = static_cast<double>(bytes) * mix / static_cast<double>(m_t.write_batch);

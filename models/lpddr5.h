@@ -121,6 +121,9 @@ class Lpddr5 : public Component {
   bool m_exposed_whole = false;
   std::vector<double> m_replay;
   std::vector<uint32_t> m_replay_n;
+  // stream(): per channel, the sampled runs' bytes and exposed miss time (when the runs do not
+  // cover whole stripes: the stream is no faster than its busiest channel).
+  std::vector<double> m_chan_bytes, m_chan_exposed;
   struct Bin {
     double free = 0;   // bus time still free
     double rd = 0, wr = 0;  // bytes each way

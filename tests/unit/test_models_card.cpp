@@ -436,6 +436,32 @@ TEST_CASE("models: flow DMA: one core streams at outstanding requests per round 
   CHECK(r["copy_GBps"].get<double>() < 0.8 * r["read_GBps"].get<double>());
 }
 
+TEST_CASE("models: flow DMA: a stream is no faster than its busiest channel", "[models]") {
+  // 1 MiB in 128 B runs. At a stride of one channel stripe (interleave x channels) every stick
+  // is on one channel; at a stride of one interleave unit they go round all channels. One core's
+  // outstanding requests would carry either at the same pace; one channel's bus cannot.
+  auto sim = make_card("configs/spyre_flow.yaml");
+  Lpddr5& mem = sim->top_as<Card>().memory();
+  const auto& t = mem.timing();
+  const uint64_t stripe = t.interleave * t.channels;
+  TransferExt x;
+  x.src = static_cast<CoreId>(0);
+  x.stream = true;
+  x.stream_bytes = 1 << 20;
+  x.run_bytes = 128;
+  x.request_bytes = 4096;
+  x.outstanding = 96;
+  x.stride = stripe;
+  const double t0 = 1e6;
+  const double one = mem.stream(x, 1ull << 30, false, t0) - t0;
+  x.stride = t.interleave;
+  const double t1 = t0 + 10 * one;
+  const double all = mem.stream(x, 4ull << 30, false, t1) - t1;
+  // One channel carries at most 1 / ps_per_byte: the whole MiB needs that long at least.
+  CHECK(one >= static_cast<double>(x.stream_bytes) * t.ps_per_byte);
+  CHECK(one > 4 * all);
+}
+
 namespace {
 void check_multi_level(const std::string& cfg) {
   auto sim = make_card(cfg);
