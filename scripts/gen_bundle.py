@@ -686,23 +686,26 @@ def gen_matmul(b, p):
     """act[B,M,K] @ W[K,N] (B = 0: 2-D mm).  Dims: x batch, mb rows, in K, out N (formats.md B.2)."""
     B, M, K, N = int(p["batch"]), int(p["m"]), int(p["k"]), int(p["n"])
     dt = p["dtype"]
+
+    def pick(table, key, value):
+        if value not in table:
+            raise GenError(f"matmul: {key} {value!r} is not one of {sorted(table)}")
+        return table[value]
+
+    layouts = MATMUL_LAYOUTS if B else MATMUL_LAYOUTS_2D
+    act_l = pick(layouts, "layout", p["layout"])["act"]
+    # The output's own order when it differs from the activation's (bmm layout cube).
+    out_l = pick(layouts, "out_layout", p["out_layout"] or p["layout"])["out"]
     if B:
         n = OrderedDict([("x", B), ("mb", M), ("out", N), ("in", K)])
-        lay = MATMUL_LAYOUTS[p["layout"]]
-        act_l = lay["act"]
-        # The output's own order when it differs from the activation's (bmm layout cube).
-        out_l = MATMUL_LAYOUTS[p["out_layout"] or p["layout"]]["out"]
         act_d, out_d = ["x", "mb", "in"], ["x", "mb", "out"]
     else:
         n = OrderedDict([("mb", M), ("out", N), ("in", K)])
-        lay = MATMUL_LAYOUTS_2D[p["layout"]]
-        act_l = lay["act"]
-        out_l = MATMUL_LAYOUTS_2D[p["out_layout"] or p["layout"]]["out"]
         act_d, out_d = ["mb", "in"], ["mb", "out"]
     if B and p["weight_batched"]:
         # [B,K,N]: row-outer [K][N/64][B][64] as spyrecli bmm, or batch-outer [B][N/64][K][64]
         w_d = ["x", "in", "out"]
-        w_l = {"row": ["x", "out", "in"], "batch": ["in", "out", "x"]}[p["weight_layout"]]
+        w_l = pick({"row": ["x", "out", "in"], "batch": ["in", "out", "x"]}, "weight_layout", p["weight_layout"])
     else:
         w_d, w_l = ["in", "out"], ["in", "out"]  # weight layout ['in','out'] (measured.md 2)
     split = Split(list(n.keys()), parse_split(p["split"]))

@@ -177,8 +177,8 @@ def fixtures():
                         {"batch": b, "m": 1024, "k": 2048, "n": 1024, "layout": CUBE_LAYOUT[a],
                          "weight_batched": True, "weight_layout": CUBE_WEIGHT[w],
                          "out_layout": CUBE_LAYOUT[c], "split": "1"},
-                        f"{S8CUBE}, row A={'row batch'.split()[a == 'b']} B={'row batch'.split()[w == 'b']} "
-                        f"C={'row batch'.split()[c == 'b']}, B={b}: {us} us (median of 7, one core; "
+                        f"{S8CUBE}, row A={CUBE_WEIGHT[a]} B={CUBE_WEIGHT[w]} C={CUBE_WEIGHT[c]}, "
+                        f"B={b}: {us} us (median of 7, one core; "
                         f"row = row-outer [M][K/64][B][64], batch = batch-outer [B][K/64][M][64])."))
     for suffix, (batch, layout, text, us) in PROJ.items():
         out.append((f"proj_512x4096x12800_{suffix}_c32", "matmul",
