@@ -386,14 +386,20 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
     const uint64_t key = recent_key(addr, bytes);
     if (is_write) {
       m_recent.erase(key);
-    } else if (const Recent* it = m_recent.find(key); it && it->addr == addr && it->bytes == bytes &&
-                                                       std::abs(t - it->issued) <= m_t.coalesce_window &&
-                                                       other_requester(it->src, requester(src))) {
+    } else if (Recent* it = m_recent.find(key); it && it->addr == addr && it->bytes == bytes &&
+                                                 std::abs(t - it->issued) <= m_t.coalesce_window &&
+                                                 other_requester(it->src, requester(src))) {
       ++m_coalesced;
       m_bytes_coalesced += static_cast<double>(bytes);
-      // The copy rides with the first delivery (the ring carries it past every core): it does
-      // not cross the port again.
-      const double finish = std::max(it->done, t + m_t.t_frontend);
+      // The copy rides with the first delivery past every core on the ring's side it went to:
+      // it does not cross that port again. A requester behind another port gets it across its
+      // own, once per port.
+      double finish = std::max(it->done, t + m_t.t_frontend);
+      if (Port* port = port_of(src); port && !(it->ports & port_bit(port))) {
+        prune_calendars();
+        finish = std::max(finish, cross_port(*port, false, bytes, t, 1.0) + m_t.t_frontend);
+        it->ports |= port_bit(port);
+      }
       m_last_done.max_with(finish);
       return finish;
     }
@@ -446,7 +452,8 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   }
   if (!is_write && m_t.coalesce_window > 0) {
     if (m_recent.size() > 65536) m_recent.clear();  // bounded: only recent reads can coalesce
-    m_recent.insert_or_assign(recent_key(addr, bytes), Recent{addr, bytes, t, finish, requester(src)});
+    const Port* port = port_of(src);
+    m_recent.insert_or_assign(recent_key(addr, bytes), Recent{addr, bytes, t, finish, requester(src), port ? port_bit(port) : 0});
   }
   VSPYRE_DEBUG(g_dbg, t_ps, "%s 0x%llx %llu B -> done %.1f ns", is_write ? "wr" : "rd",
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), finish / 1e3);
@@ -682,12 +689,17 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   if (m_t.coalesce_window > 0) {
     if (is_write) {
       m_flow_recent.erase(key);
-    } else if (const FlowRecent* it = m_flow_recent.find(key);
+    } else if (FlowRecent* it = m_flow_recent.find(key);
                it && it->addr == addr && it->bytes == bytes && it->run == run && it->stride == stride &&
                std::abs(t - it->issued) <= m_t.coalesce_window && other_requester(it->src, requester(&x))) {
-      // Read with an identical stream in flight: delivered with it (not across the port again),
-      // at this requester's pace.
+      // Read with an identical stream in flight: delivered with it, at this requester's pace (not
+      // across a port it has crossed; across this requester's own port once, as access() does).
       finish = std::max(it->done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
+      if (Port* port = port_of(&x); port && !(it->ports & port_bit(port))) {
+        prune_calendars();
+        finish = std::max(finish, cross_port(*port, false, bytes, t, rate_bytes * m_port_ps_per_byte) + m_t.t_frontend);
+        it->ports |= port_bit(port);
+      }
       ++m_coalesced;
       m_bytes_coalesced += static_cast<double>(bytes);
       served = true;
@@ -710,7 +722,8 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     if (tracing()) trace()->complete(m_flow_track, is_write ? "wr" : "rd", ready, end - ready);
     if (!is_write && m_t.coalesce_window > 0) {
       if (m_flow_recent.size() > 65536) m_flow_recent.clear();
-      m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x)});
+      const Port* port = port_of(&x);
+      m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x), port ? port_bit(port) : 0});
     }
   }
   (is_write ? m_writes : m_reads) += static_cast<double>(requests);

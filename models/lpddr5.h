@@ -188,7 +188,8 @@ class Lpddr5 : public Component {
   int64_t m_pruned_to = INT64_MIN;
   // The reads that can still be coalesced: what was read, by whom (-1: no requester known), when
   // it was issued and when its data was delivered.
-  struct FlowRecent { uint64_t addr = 0, bytes = 0, run = 0, stride = 0; double issued = 0, done = 0; int64_t src = -1; };
+  // `ports`: the ports its data has crossed (bit i: port i), each once.
+  struct FlowRecent { uint64_t addr = 0, bytes = 0, run = 0, stride = 0; double issued = 0, done = 0; int64_t src = -1; uint64_t ports = 0; };
   FlatMap<FlowRecent> m_flow_recent;
   TraceWriter::TrackId m_flow_track = 0;
   double m_mix[2] = {0, 0};  // recent read and write traffic (EWMA), flow model
@@ -217,7 +218,12 @@ class Lpddr5 : public Component {
   Scalar& m_bytes_written;
   Scalar& m_coalesced;
   Scalar& m_bytes_coalesced;
-  struct Recent { uint64_t addr = 0, bytes = 0; double issued = 0, done = 0; int64_t src = -1; };
+  struct Recent { uint64_t addr = 0, bytes = 0; double issued = 0, done = 0; int64_t src = -1; uint64_t ports = 0; };
+  // A port's bit in Recent::ports (ports past 63 share the last bit, so they cross every time).
+  uint64_t port_bit(const Port* p) const {
+    const size_t i = p ? static_cast<size_t>(p - m_ports.data()) : 0;
+    return i < 63 ? uint64_t{1} << i : 0;
+  }
   // Whether a read by `src` can ride with an earlier one by `leader`: only another requester's (the
   // copy is delivered as the data passes the other cores; a core asking again for what it read
   // before gets no copy of its own). Either unknown (-1): yes.

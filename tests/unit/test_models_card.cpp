@@ -182,6 +182,47 @@ TEST_CASE("models: LPDDR5 coalesces a read with another core's, never with the s
   CHECK(mem.stats().get("bytes_read") == Approx(8192 + 2 * 65536));
 }
 
+TEST_CASE("models: a coalesced read crosses each requester's memory port once", "[models]") {
+  // Cores 0 and 1 share port 0, core 16 is behind port 1: core 1's copy rides with core 0's
+  // delivery, core 16's must cross port 1 (once: a second core there rides with it). Request
+  // model (access) and flow model (stream).
+  auto sim = make_card();
+  Lpddr5& mem = sim->top_as<Card>().memory();
+  REQUIRE(mem.ports() == 2);
+  TransferExt a, b, c, d;
+  a.src = static_cast<CoreId>(0);
+  b.src = static_cast<CoreId>(1);
+  c.src = static_cast<CoreId>(16);
+  d.src = static_cast<CoreId>(17);
+  StatGroup& p0 = mem.stats().group("port_0");
+  StatGroup& p1 = mem.stats().group("port_1");
+  const double t0 = 2e6;
+  const double first = mem.access(1 << 20, 4096, false, t0, &a);
+  CHECK(mem.access(1 << 20, 4096, false, t0 + 10e3, &b) == Approx(first).epsilon(1e-12));
+  CHECK(p0.get("bytes_read") == Approx(4096));
+  CHECK(p1.get("bytes_read") == Approx(0));
+  mem.access(1 << 20, 4096, false, t0 + 20e3, &c);
+  mem.access(1 << 20, 4096, false, t0 + 30e3, &d);
+  CHECK(mem.stats().get("coalesced_reads") == Approx(3));
+  CHECK(mem.stats().get("bytes_read") == Approx(4096));  // one device-memory read
+  CHECK(p0.get("bytes_read") == Approx(4096));
+  CHECK(p1.get("bytes_read") == Approx(4096));
+
+  for (TransferExt* x : {&a, &b, &c, &d}) {
+    x->stream = true;
+    x->stream_bytes = 64 * 1024;
+    x->request_bytes = 4096;
+    x->outstanding = 3;
+  }
+  mem.stream(a, 8 << 20, false, t0 + 300e3);
+  mem.stream(b, 8 << 20, false, t0 + 310e3);
+  mem.stream(c, 8 << 20, false, t0 + 320e3);
+  mem.stream(d, 8 << 20, false, t0 + 330e3);
+  CHECK(mem.stats().get("coalesced_reads") == Approx(6));
+  CHECK(p0.get("bytes_read") == Approx(4096 + 65536));
+  CHECK(p1.get("bytes_read") == Approx(4096 + 65536));
+}
+
 TEST_CASE("models: LPDDR5 is sparse: written pages only, unwritten memory reads zero", "[models]") {
   auto sim = make_card();
   Lpddr5& mem = sim->top_as<Card>().memory();
