@@ -58,7 +58,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   // hundred ns is charged its turnarounds, as a real controller serving both queues would be.
   m_t.bin = ns("bin", "1us", "length of one bin of the bus calendar (model resolution, mixing window)");
   m_t.history = ns("history", "50us", "how long the bus calendar keeps past bins (>> sim.quantum)");
-  m_t.coalesce_window = ns("coalesce_window", "2us",
+  m_t.coalesce_window = ns("coalesce_window", "5us",
                            "identical reads arriving within this window are served once (0 = never)");
   m_t.mix_window = ns("mix_window", "10us",
                       "flow DMA model: the window over which the read/write mix that sets the turnarounds is averaged");
