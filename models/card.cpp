@@ -1,4 +1,5 @@
 #include "models/card.h"
+#include "models/sc_ps.h"
 
 #include <algorithm>
 #include <queue>
@@ -57,7 +58,7 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   tlm_utils::tlm_quantumkeeper::set_global_quantum(sc_core::sc_time(ctx.sim.quantum_ps(), sc_core::SC_PS));
 }
 
-double Card::now_ps() const { return sc_core::sc_time_stamp().to_seconds() * 1e12; }
+double Card::now_ps() const { return now_ps_fast(); }
 
 double Card::host_transfer(bool to_device, uint64_t bytes, double t_ps) {
   // Multi-sockets complete their bindings at the end of elaboration: make sure it has happened.

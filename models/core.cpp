@@ -1,4 +1,5 @@
 #include "models/core.h"
+#include "models/sc_ps.h"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +12,7 @@ namespace vspyre {
 namespace {
 DebugFlag g_dbg("core", "every operation a core starts and ends");
 
-double now_ps() { return sc_core::sc_time_stamp().to_seconds() * 1e12; }
+double now_ps() { return now_ps_fast(); }
 }  // namespace
 
 const char* engine_name(Engine e) {
@@ -172,7 +173,7 @@ namespace {
 double sync_if_ahead(double t_ps, double quantum_ps) {
   const double now = now_ps();
   if (t_ps - now > quantum_ps) {
-    sc_core::wait(sc_core::sc_time(t_ps - now, sc_core::SC_PS));
+    sc_core::wait(ps_time(t_ps - now));
     return now_ps();
   }
   return now;
@@ -287,12 +288,12 @@ void Core::dma_send(DmaProgress& d, const DmaRequest& q, bool is_write, double b
   trans.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
   ext.next_addr = q.next_addr;
   ext.next_bytes = q.next_bytes;
-  sc_core::sc_time delay(q.issue - base, sc_core::SC_PS);
+  sc_core::sc_time delay = ps_time(q.issue - base);
   mem->b_transport(trans, delay);
   if (trans.is_response_error())
     throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " at 0x" + hex_addr(q.addr) +
                      " of " + std::to_string(q.len) + " B failed: " + trans.get_response_string());
-  const double done = base + delay.to_seconds() * 1e12;
+  const double done = base + time_ps(delay);
   d.window[q.slot] = done;
   d.last = std::max(d.last, done);
 }

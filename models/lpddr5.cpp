@@ -1,4 +1,5 @@
 #include "models/lpddr5.h"
+#include "models/sc_ps.h"
 
 #include <algorithm>
 #include <cstring>
@@ -477,7 +478,7 @@ void Lpddr5::prune_calendars() {
   // card whose first transfer comes late (the shim's card runs for hours) does not build its
   // calendars from time zero.
   const auto now_bin =
-      static_cast<int64_t>(std::floor(sc_core::sc_time_stamp().to_seconds() * 1e12 / m_t.bin)) - 1;
+      static_cast<int64_t>(std::floor(now_ps_fast() / m_t.bin)) - 1;
   if (now_bin == m_pruned_to) return;  // nothing new to forget
   m_pruned_to = now_bin;
   m_flow->prune_before(now_bin);
@@ -742,7 +743,7 @@ void Lpddr5::b_transport(int, tlm::tlm_generic_payload& trans, sc_core::sc_time&
     return;
   }
   const bool wr = trans.is_write();
-  const double now = (sc_core::sc_time_stamp() + delay).to_seconds() * 1e12;
+  const double now = time_ps(sc_core::sc_time_stamp() + delay);
   if (const auto* x = trans.get_extension<TransferExt>(); x && x->stream) {
     const uint64_t run = x->run_bytes ? x->run_bytes : x->stream_bytes;
     const uint64_t runs = run ? (x->stream_bytes + run - 1) / run : 0;
@@ -754,7 +755,7 @@ void Lpddr5::b_transport(int, tlm::tlm_generic_payload& trans, sc_core::sc_time&
       return;
     }
     const double done = stream(*x, addr, wr, now);
-    delay += sc_core::sc_time(done - now, sc_core::SC_PS);
+    delay += ps_time(done - now);
     trans.set_response_status(tlm::TLM_OK_RESPONSE);
     return;
   }
@@ -763,7 +764,7 @@ void Lpddr5::b_transport(int, tlm::tlm_generic_payload& trans, sc_core::sc_time&
     if (wr) write_data(addr, p, len);
     else read_data(addr, p, len);
   }
-  delay += sc_core::sc_time(done - now, sc_core::SC_PS);
+  delay += ps_time(done - now);
   trans.set_response_status(tlm::TLM_OK_RESPONSE);
 }
 

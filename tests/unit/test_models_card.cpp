@@ -6,6 +6,7 @@
 
 #include "models/card.h"
 #include "models/probes.h"
+#include "models/sc_ps.h"
 #include "sim/engine/simulation.h"
 
 using namespace vspyre;
@@ -595,4 +596,33 @@ TEST_CASE("calibration: what-if four memory ports let 16 cores read through two"
   CHECK(card.memory().ports() == 4);
   const auto r = probe_memory(card);
   CHECK(read_GBps_at(r, 16) > 1.5 * read_GBps_at(r, 8));
+}
+
+TEST_CASE("models: ps_time and time_ps convert as sc_time(ps, SC_PS) and to_seconds() * 1e12 do", "[models]") {
+  auto sim = make_card();  // the card's time resolution
+  REQUIRE(time_resolution_is_ps());
+  // Delays as the models make them: differences of ps times up to seconds, with fractions, and
+  // exact halves (rounding), small and large, and zero.
+  uint64_t x = 88172645463325252ull;
+  auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  size_t mismatches = 0;
+  for (int i = 0; i < 1000000; ++i) {
+    const uint64_t r = next();
+    double ps = 0;
+    switch (i % 4) {
+      case 0: ps = static_cast<double>(r % 2000000000000ull) / 1024.0; break;  // up to ~2 s, binary fractions
+      case 1: ps = static_cast<double>(r % 100000) + 0.5; break;                // exact halves
+      case 2: ps = static_cast<double>(r >> 11) * 1e-3; break;                   // large
+      case 3: ps = static_cast<double>(r % 1000000) * 0.1; break;               // decimal fractions
+    }
+    const sc_core::sc_time a(ps, sc_core::SC_PS), b = ps_time(ps);
+    if (a != b || a.to_seconds() * 1e12 != time_ps(b)) ++mismatches;
+  }
+  CHECK(mismatches == 0);
+  CHECK(ps_time(0) == sc_core::SC_ZERO_TIME);
 }
