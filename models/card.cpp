@@ -38,6 +38,12 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
        "at most sim.quantum), events (one event loop for the card: every operation, DMA request and ring "
        "descriptor in time order), auto (events with the flow DMA model, threads with the request model)",
        Provenance::Override});
+  m_ties_high = p.get_choice(
+                    "tie_order", "lower_core", {"lower_core", "higher_core"},
+                    {"events scheduler: which engine runs first when several are due at the same picosecond "
+                     "(the lower core's, then its load before its store; or the reverse). Not the card's: a "
+                     "check that a result does not hang on the order of simultaneous requests",
+                     Provenance::Override}) == "higher_core";
   m_cores = build_children<Core>("core", "Core", 32);
   bool all_flow = !m_cores.empty();
   for (const Core* c : m_cores) all_flow = all_flow && c->dma_flow();
@@ -114,7 +120,8 @@ void Card::run_events(double start) {
   // flow-model DMA operation is one call to the memory, PT and SFP are arithmetic), so the whole
   // card runs on one host thread, with no thread switch per operation. A request-model DMA
   // operation runs one step per request and a ring operation one per descriptor, each at its
-  // issue time. Ties go to the lower core, then engine (a core's load before its store).
+  // issue time. Ties go to the lower core, then engine (a core's load before its store), or with
+  // card.tie_order higher_core to the higher.
   struct Entry {
     uint32_t core = 0;
     Engine engine = Engine::Load;
@@ -127,8 +134,12 @@ void Card::run_events(double start) {
   entries.reserve(m_cores.size() * kEngineCount);
   for (uint32_t c = 0; c < m_cores.size(); ++c)
     for (int e = 0; e < kEngineCount; ++e) entries.push_back({c, static_cast<Engine>(e), 0, start, false, {}});
-  using Item = std::pair<double, uint32_t>;  // (time, entry)
+  // (time, rank): the earliest first, then the lowest rank, which is the entry's index or, with
+  // tie_order higher_core, its index from the end.
+  using Item = std::pair<double, uint32_t>;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue;
+  const uint32_t last = static_cast<uint32_t>(entries.size()) - 1;
+  auto rank = [&](uint32_t x) { return m_ties_high ? last - x : x; };  // its own inverse
   auto try_queue = [&](uint32_t x) {
     Entry& en = entries[x];
     const Core& core = *m_cores[en.core];
@@ -140,12 +151,13 @@ void Card::run_events(double start) {
       t = std::max(t, core.results()[d].end_ps);
     }
     en.queued = true;
-    queue.emplace(t, x);
+    queue.emplace(t, rank(x));
   };
   for (uint32_t x = 0; x < entries.size(); ++x) try_queue(x);
   while (!queue.empty()) {
-    const auto [at, x] = queue.top();
+    const auto [at, r] = queue.top();
     queue.pop();
+    const uint32_t x = rank(r);
     // Simulated time follows the loop from behind: it catches up with an operation's time when it
     // is more than kEventAdvancePs behind (the memory forgets its calendar's past by it). Models
     // are called with their delay from now, rounded to SystemC's resolution, so when time catches
@@ -156,7 +168,7 @@ void Card::run_events(double start) {
     const uint32_t i = core.engine_ops(en.engine)[en.next];
     double next = 0;
     if (!core.step(i, at, en.progress, next)) {
-      queue.emplace(next, x);  // still queued: the operation's next request or descriptor
+      queue.emplace(next, rank(x));  // still queued: the operation's next request or descriptor
       continue;
     }
     en.t = core.results()[i].end_ps;
