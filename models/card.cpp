@@ -1,9 +1,9 @@
 #include "models/card.h"
-#include "models/sc_ps.h"
 
 #include <algorithm>
 #include <queue>
 
+#include "models/sc_ps.h"
 #include "sim/engine/simulation.h"
 
 namespace vspyre {

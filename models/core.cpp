@@ -1,10 +1,10 @@
 #include "models/core.h"
-#include "models/sc_ps.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 
+#include "models/sc_ps.h"
 #include "sim/engine/log.h"
 #include "sim/engine/simulation.h"
 

@@ -1,10 +1,10 @@
 #include "models/lpddr5.h"
-#include "models/sc_ps.h"
 
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
+#include "models/sc_ps.h"
 #include "sim/engine/log.h"
 
 namespace vspyre {

@@ -219,7 +219,7 @@ class Lpddr5 : public Component {
   Scalar& m_coalesced;
   Scalar& m_bytes_coalesced;
   struct Recent { uint64_t addr = 0, bytes = 0; double issued = 0, done = 0; int64_t src = -1; uint64_t ports = 0; };
-  // A port's bit in Recent::ports (ports past 63 share the last bit, so they cross every time).
+  // A port's bit in Recent::ports; ports past the 63rd have none, so their copies cross every time.
   uint64_t port_bit(const Port* p) const {
     const size_t i = p ? static_cast<size_t>(p - m_ports.data()) : 0;
     return i < 63 ? uint64_t{1} << i : 0;
