@@ -470,7 +470,36 @@ double Lpddr5::request_latency_ps(uint64_t bytes, bool is_write, double miss) co
   const double per_channel = static_cast<double>(bytes) / static_cast<double>(spread);
   const double close = m_t.t_rp + (is_write ? m_t.t_wr : 0.0);
   const double miss_cost = m_t.t_rcd + std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
-  return 2 * m_t.t_frontend + (is_write ? m_t.t_wl : m_t.t_rl) + miss * miss_cost + per_channel * m_t.ps_per_byte;
+  return 2 * m_t.t_frontend + (is_write ? m_t.t_wl : m_t.t_rl) + miss * miss_cost + per_channel * m_t.ps_per_byte +
+         refresh_wait_ps(spread);
+}
+
+double Lpddr5::refresh_wait_ps(uint64_t spread) const {
+  const uint64_t nch = m_channels.size();
+  if (m_t.t_rfc <= 0 || m_t.t_refi <= 0 || spread == 0 || nch == 0) return 0;
+  spread = std::min<uint64_t>(spread, nch);
+  if (m_refresh_wait.size() != nch + 1) m_refresh_wait.assign(nch + 1, -1.0);
+  double& memo = m_refresh_wait[spread];
+  if (memo >= 0) return memo;
+  // Averaged over ready times across 32 refresh intervals (128 per interval, at their middles)
+  // and over which channel the request starts on.
+  constexpr int kIntervals = 32, kPerInterval = 128;
+  constexpr int kSteps = kIntervals * kPerInterval;
+  std::vector<double> before(nch);  // each channel's refresh time in the bin
+  double sum = 0;
+  for (int i = 0; i < kSteps; ++i) {
+    const double t = (i + 0.5) * m_t.t_refi / kPerInterval;
+    const auto index = static_cast<int64_t>(std::floor(t / m_t.bin));
+    const double lo = static_cast<double>(index) * m_t.bin;
+    for (uint64_t c = 0; c < nch; ++c) before[c] = m_t.bin - bin_capacity(m_channels[c], index);
+    for (uint64_t c0 = 0; c0 < nch; ++c0) {
+      double wait = 0;
+      for (uint64_t k = 0; k < spread; ++k) wait = std::max(wait, lo + before[(c0 + k) % nch] - t);
+      sum += wait;
+    }
+  }
+  memo = sum / (static_cast<double>(kSteps) * static_cast<double>(nch));
+  return memo;
 }
 
 void Lpddr5::prune_calendars() {

@@ -72,9 +72,14 @@ class Lpddr5 : public Component {
   // moved. Far fewer events than one access() per request, at the price of the bank and
   // interleaving detail between streams (see the README of models/).
   double stream(const TransferExt& x, uint64_t addr, bool is_write, double t_ps);
-  // Unloaded round trip of one request of `bytes` (front end both ways, command, data) when a
-  // fraction `miss` of requests opens a row.
+  // Unloaded round trip of one request of `bytes` (front end both ways, command, data, and the
+  // mean wait for refresh) when a fraction `miss` of requests opens a row.
   double request_latency_ps(uint64_t bytes, bool is_write, double miss) const;
+  // The mean time a lone request spread over `spread` adjacent channels waits for refresh, as
+  // access() gives it: a channel's bin holding a refresh window has that much less bus time,
+  // and place() fills a bin from its start, so a request ready before the refresh time has
+  // passed in its bin ends that much later; the request waits for its latest channel.
+  double refresh_wait_ps(uint64_t spread) const;
 
   // The card's core count: cores reach memory through `ports` ports, contiguous groups of
   // requesters each (the memory sits at one stop of the ring, so the cores on either side of it
@@ -202,6 +207,7 @@ class Lpddr5 : public Component {
   uint32_t m_il_shift = 0, m_nch_shift = 0;
   uint64_t m_capacity;
   std::vector<Channel> m_channels;
+  mutable std::vector<double> m_refresh_wait;  // refresh_wait_ps by spread, computed when first asked (-1: not yet)
   std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> m_pages;
   struct Seg { uint64_t local = 0, bytes = 0; bool used = false; };
   std::vector<Seg> m_segs;  // per-channel scratch for access()
