@@ -48,6 +48,10 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   bool all_flow = !m_cores.empty();
   for (const Core* c : m_cores) all_flow = all_flow && c->dma_flow();
   m_events = scheduler == "events" || (scheduler == "auto" && all_flow);
+  if (m_ties_high && !m_events)
+    throw ConfigError(SourceLoc{path()}, path() + ".tie_order: higher_core orders the events scheduler's ties, but " +
+                                             path() + ".scheduler is '" + scheduler +
+                                             "' and runs threads here (set it to events)");
   if (m_events)
     for (Core* c : m_cores) c->set_event_driven();
   m_launch_overhead_ps = launch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());

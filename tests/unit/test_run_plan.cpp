@@ -681,6 +681,11 @@ TEST_CASE("run: card.tie_order names its choices", "[run]") {
   CHECK(r.code != 0);
   CHECK_THAT(r.err, Catch::Contains("card.tie_order"));
   CHECK_THAT(r.err, Catch::Contains("higher_core"));
+  // It orders the event loop only: with threads (the request model's auto) it would do nothing.
+  const auto t = cli({"run", (k_fixtures / "neg_2048x1024_c32").string(), "--no-data", "-p", "card.tie_order=higher_core"});
+  CHECK(t.code != 0);
+  CHECK_THAT(t.err, Catch::Contains("card.tie_order"));
+  CHECK_THAT(t.err, Catch::Contains("events"));
 }
 
 TEST_CASE("run: one core reads as fast in the flow DMA model as request by request", "[run]") {
