@@ -474,6 +474,35 @@ double Lpddr5::request_latency_ps(uint64_t bytes, bool is_write, double miss) co
          refresh_wait_ps(spread);
 }
 
+void Lpddr5::add_load(double from, double to, double bytes) {
+  const double bin = m_t.bin;
+  auto i0 = static_cast<int64_t>(std::floor(from / bin)), i1 = static_cast<int64_t>(std::floor(to / bin));
+  if (i1 < i0) i1 = i0;
+  // Forget bins more than the history behind simulated time.
+  const auto keep_from = static_cast<int64_t>(std::floor((now_ps_fast() - m_t.history) / bin));
+  if (m_load.empty()) m_load_first = std::min(i0, keep_from);
+  if (keep_from > m_load_first) {
+    const int64_t drop = std::min<int64_t>(keep_from - m_load_first, static_cast<int64_t>(m_load.size()));
+    m_load.erase(m_load.begin(), m_load.begin() + drop);
+    m_load_first += drop;
+  }
+  if (i0 < m_load_first) i0 = m_load_first;
+  if (i1 < i0) return;
+  if (i1 - m_load_first + 1 > static_cast<int64_t>(m_load.size())) m_load.resize(static_cast<size_t>(i1 - m_load_first + 1), 0.0);
+  const double span = std::max(to - from, 1.0);
+  for (int64_t i = i0; i <= i1; ++i) {
+    const double lo = std::max(from, static_cast<double>(i) * bin), hi = std::min(to, static_cast<double>(i + 1) * bin);
+    const double share = i0 == i1 ? 1.0 : std::max(0.0, hi - lo) / span;
+    m_load[static_cast<size_t>(i - m_load_first)] += bytes * share;
+  }
+}
+
+double Lpddr5::load_bytes_at(double t) const {
+  const auto i = static_cast<int64_t>(std::floor(t / m_t.bin));
+  if (i < m_load_first || i - m_load_first >= static_cast<int64_t>(m_load.size())) return 0;
+  return m_load[static_cast<size_t>(i - m_load_first)];
+}
+
 double Lpddr5::refresh_wait_ps(uint64_t spread) const {
   const uint64_t nch = m_channels.size();
   if (m_t.t_rfc <= 0 || m_t.t_refi <= 0 || spread == 0 || nch == 0) return 0;
@@ -691,7 +720,17 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   const double miss_frac = requests ? std::min(1.0, n_miss / static_cast<double>(requests)) : 0.0;
   // The requester's rate: `outstanding` requests in flight over one round trip, and one issue
   // per issue interval.
-  const double lat = request_latency_ps(req, is_write, miss_frac);
+  // The refresh wait in it is a lone request's; under load the backlog a refresh leaves takes
+  // longer to clear and the requests queued behind it wait too: as in a queue whose server takes
+  // vacations, the mean wait grows by 1 / (1 - rho), rho the bus load: the other streams' bytes
+  // in this bin (each spread over its own time) and this stream's own at its unloaded rate, at
+  // most 0.9 (past it the bus calendar's bandwidth bound governs).
+  const double lat0 = request_latency_ps(req, is_write, miss_frac);
+  const double bus = static_cast<double>(nch) / m_t.ps_per_byte;  // bytes per ps
+  const double own = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat0;
+  const double rho = std::min(0.9, load_bytes_at(t_arrive) / (m_t.bin * bus) + own / bus);
+  const uint64_t req_spread = std::min<uint64_t>(std::max<uint64_t>(1, (req + il - 1) / il), nch);
+  const double lat = lat0 + refresh_wait_ps(req_spread) * rho / (1.0 - rho);
   double rate_bytes = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat;
   if (x.issue_ps > 0) rate_bytes = std::min(rate_bytes, static_cast<double>(req) / x.issue_ps);
   // And no faster than its busiest channel carries its share (data plus exposed misses): a stick
@@ -744,6 +783,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     double port_end = 0;
     if (Port* port = port_of(&x)) port_end = cross_port(*port, is_write, bytes, t, rate_bytes * m_port_ps_per_byte);
     const double end = std::max(m_flow->place(ready, need, rate_bus), port_end);
+    add_load(ready, end, static_cast<double>(bytes));
     finish = end + m_t.t_frontend;
     m_row_misses += n_miss;
     m_row_hits += std::max(0.0, n_pieces - n_miss);

@@ -199,6 +199,12 @@ class Lpddr5 : public Component {
   TraceWriter::TrackId m_flow_track = 0;
   double m_mix[2] = {0, 0};  // recent read and write traffic (EWMA), flow model
   double m_mix_t = 0;
+  // Flow model: bytes the streams move per bin, each spread evenly over its own time (the load a
+  // stream arriving in that bin finds), from bin m_load_first on.
+  std::vector<double> m_load;
+  int64_t m_load_first = 0;
+  void add_load(double from, double to, double bytes);
+  double load_bytes_at(double t) const;
 
   Lpddr5Timing m_t;
   bool m_pow2 = false;  // banks and row size are powers of two: bank_of uses shifts

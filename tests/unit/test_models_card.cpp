@@ -465,10 +465,15 @@ TEST_CASE("models: flow DMA: one core streams at outstanding requests per round 
   const auto r = probe_memory(card);
   // A contiguous read stream: each 4 KiB request reaches all 16 channels, and some channel opens
   // a row on every request (8 requests per 2 KiB row per channel, 16 channels), so every round
-  // trip includes an activate. dma.outstanding requests in flight.
+  // trip includes an activate. dma.outstanding requests in flight, over a round trip that is the
+  // unloaded one (which includes a lone request's mean refresh wait) plus what the stream's own
+  // load adds to that wait (Lpddr5::stream): a little under the unloaded rate.
   const double lat = mem.request_latency_ps(4096, false, 1.0);
-  const double expect = card.core(0).dma_outstanding() * 4096 / lat * 1e3;  // GB/s
-  CHECK(r["per_cores"][0]["read_GBps"].get<double>() == Approx(expect).epsilon(0.03));
+  REQUIRE(mem.refresh_wait_ps(16) > 0);
+  const double unloaded = card.core(0).dma_outstanding() * 4096 / lat * 1e3;  // GB/s
+  const double one = r["per_cores"][0]["read_GBps"].get<double>();
+  CHECK(one < unloaded);
+  CHECK(one > 0.9 * unloaded);
   // Many cores: bounded by the channels' bus time less refresh, and well above one core.
   const auto& t = mem.timing();
   const double ceiling = mem.peak_bandwidth() / 1e9 * (1 - t.t_rfc / t.t_refi);
