@@ -342,7 +342,7 @@ double Core::run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_
   ext.run_bytes = op.run_bytes && op.run_bytes < op.bytes ? op.run_bytes : 0;
   ext.stride = ext.run_bytes ? op.stride : 0;
   ext.request_bytes = m_dma_request;
-  ext.outstanding = ext.run_bytes ? dma_slots(ext.run_bytes) : m_dma_outstanding;
+  ext.outstanding = dma_slots(ext.run_bytes);  // outstanding when the stream is one run
   ext.issue_ps = m_dma_issue_ps;
   ext.outer = op.outer.empty() ? nullptr : &op.outer;
   const ScopedExtension attached(trans, ext);

@@ -396,11 +396,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
       // it does not cross that port again. A requester behind another port gets it across its
       // own, once per port.
       double finish = std::max(it->done, t + m_t.t_frontend);
-      if (Port* port = port_of(src); port && !(it->ports & port_bit(port))) {
-        prune_calendars();
-        finish = std::max(finish, cross_port(*port, false, bytes, t, 1.0) + m_t.t_frontend);
-        it->ports |= port_bit(port);
-      }
+      copy_across(port_of(src), it->ports, bytes, t, 1.0, finish);
       m_last_done.max_with(finish);
       return finish;
     }
@@ -431,7 +427,8 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
       segs[c] = Seg{};
     }
   // The data also crosses the requester's port, which every core on its side shares.
-  if (Port* port = port_of(src)) {
+  Port* const port = port_of(src);
+  if (port) {
     prune_calendars();
     done = std::max(done, cross_port(*port, is_write, bytes, t, 1.0));
   }
@@ -453,8 +450,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   }
   if (!is_write && m_t.coalesce_window > 0) {
     if (m_recent.size() > 65536) m_recent.clear();  // bounded: only recent reads can coalesce
-    const Port* port = port_of(src);
-    m_recent.insert_or_assign(recent_key(addr, bytes), Recent{addr, bytes, t, finish, requester(src), port ? port_bit(port) : 0});
+    m_recent.insert_or_assign(recent_key(addr, bytes), Recent{addr, bytes, t, finish, requester(src), port_bit(port)});
   }
   VSPYRE_DEBUG(g_dbg, t_ps, "%s 0x%llx %llu B -> done %.1f ns", is_write ? "wr" : "rd",
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), finish / 1e3);
@@ -465,8 +461,7 @@ double Lpddr5::request_latency_ps(uint64_t bytes, bool is_write, double miss) co
   // As access() finds it on an idle device: the request is spread over the channels its
   // interleave units reach; a row miss adds the activate and the part of the precharge the
   // controller cannot hide.
-  const uint64_t units = std::max<uint64_t>(1, (bytes + m_t.interleave - 1) / m_t.interleave);
-  const uint64_t spread = std::min<uint64_t>(units, m_t.channels);
+  const uint64_t spread = channels_spanned(bytes);
   const double per_channel = static_cast<double>(bytes) / static_cast<double>(spread);
   const double close = m_t.t_rp + (is_write ? m_t.t_wr : 0.0);
   const double miss_cost = m_t.t_rcd + std::max(0.0, close + m_t.t_rcd - m_t.t_hide);
@@ -542,6 +537,13 @@ void Lpddr5::prune_calendars() {
   m_flow->prune_before(now_bin);
   for (Port& p : m_ports)
     for (auto& d : p.dir) d->prune_before(now_bin);
+}
+
+void Lpddr5::copy_across(Port* port, uint64_t& crossed, uint64_t bytes, double t_ps, double rate, double& finish) {
+  if (!port || (crossed & port_bit(port))) return;
+  prune_calendars();
+  crossed |= port_bit(port);
+  finish = std::max(finish, cross_port(*port, false, bytes, t_ps, rate) + m_t.t_frontend);
 }
 
 double Lpddr5::cross_port(Port& port, bool is_write, uint64_t bytes, double t_ps, double rate) {
@@ -729,8 +731,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   const double bus = static_cast<double>(nch) / m_t.ps_per_byte;  // bytes per ps
   const double own = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat0;
   const double rho = std::min(0.9, load_bytes_at(t_arrive) / (m_t.bin * bus) + own / bus);
-  const uint64_t req_spread = std::min<uint64_t>(std::max<uint64_t>(1, (req + il - 1) / il), nch);
-  const double lat = lat0 + refresh_wait_ps(req_spread) * rho / (1.0 - rho);
+  const double lat = lat0 + refresh_wait_ps(channels_spanned(req)) * rho / (1.0 - rho);
   double rate_bytes = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat;
   if (x.issue_ps > 0) rate_bytes = std::min(rate_bytes, static_cast<double>(req) / x.issue_ps);
   // And no faster than its busiest channel carries its share (data plus exposed misses): a stick
@@ -764,11 +765,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       // Read with an identical stream in flight: delivered with it, at this requester's pace (not
       // across a port it has crossed; across this requester's own port once, as access() does).
       finish = std::max(it->done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
-      if (Port* port = port_of(&x); port && !(it->ports & port_bit(port))) {
-        prune_calendars();
-        finish = std::max(finish, cross_port(*port, false, bytes, t, rate_bytes * m_port_ps_per_byte) + m_t.t_frontend);
-        it->ports |= port_bit(port);
-      }
+      copy_across(port_of(&x), it->ports, bytes, t, rate_bytes * m_port_ps_per_byte, finish);
       ++m_coalesced;
       m_bytes_coalesced += static_cast<double>(bytes);
       served = true;
@@ -781,7 +778,8 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     // without a port and 131 us as here.)
     prune_calendars();
     double port_end = 0;
-    if (Port* port = port_of(&x)) port_end = cross_port(*port, is_write, bytes, t, rate_bytes * m_port_ps_per_byte);
+    Port* const port = port_of(&x);
+    if (port) port_end = cross_port(*port, is_write, bytes, t, rate_bytes * m_port_ps_per_byte);
     const double end = std::max(m_flow->place(ready, need, rate_bus), port_end);
     add_load(ready, end, static_cast<double>(bytes));
     finish = end + m_t.t_frontend;
@@ -792,8 +790,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     if (tracing()) trace()->complete(m_flow_track, is_write ? "wr" : "rd", ready, end - ready);
     if (!is_write && m_t.coalesce_window > 0) {
       if (m_flow_recent.size() > 65536) m_flow_recent.clear();
-      const Port* port = port_of(&x);
-      m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x), port ? port_bit(port) : 0});
+      m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x), port_bit(port)});
     }
   }
   (is_write ? m_writes : m_reads) += static_cast<double>(requests);

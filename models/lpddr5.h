@@ -231,10 +231,21 @@ class Lpddr5 : public Component {
   Scalar& m_coalesced;
   Scalar& m_bytes_coalesced;
   struct Recent { uint64_t addr = 0, bytes = 0; double issued = 0, done = 0; int64_t src = -1; uint64_t ports = 0; };
-  // A port's bit in Recent::ports; ports past the 63rd have none, so their copies cross every time.
+  // A port's bit in Recent::ports; none for no port, and none for ports past the 63rd, so that
+  // their copies cross every time.
   uint64_t port_bit(const Port* p) const {
-    const size_t i = p ? static_cast<size_t>(p - m_ports.data()) : 0;
+    if (!p) return 0;
+    const auto i = static_cast<size_t>(p - m_ports.data());
     return i < 63 ? uint64_t{1} << i : 0;
+  }
+  // A coalesced copy for a requester behind `port`: across it unless the data already crossed it
+  // (`crossed`, a Recent::ports set, gains it), at most `rate` port-ps per ps from t_ps; `finish`
+  // is then no earlier than the crossing's end plus the front end.
+  void copy_across(Port* port, uint64_t& crossed, uint64_t bytes, double t_ps, double rate, double& finish);
+  // Channels a request of `bytes` reaches (its interleave units, at most every channel).
+  uint64_t channels_spanned(uint64_t bytes) const {
+    const uint64_t units = std::max<uint64_t>(1, (bytes + m_t.interleave - 1) / m_t.interleave);
+    return std::min<uint64_t>(units, m_t.channels);
   }
   // Whether a read by `src` can ride with an earlier one by `leader`: only another requester's (the
   // copy is delivered as the data passes the other cores; a core asking again for what it read

@@ -21,6 +21,16 @@ std::unique_ptr<Simulation> make_card(const std::string& config = "configs/spyre
   return std::make_unique<Simulation>(resolve_config(o));
 }
 
+// Turns the transfers into flow-model streams of 64 KiB in 4 KiB requests, 3 in flight.
+void as_streams(std::initializer_list<TransferExt*> xs) {
+  for (TransferExt* x : xs) {
+    x->stream = true;
+    x->stream_bytes = 64 * 1024;
+    x->request_bytes = 4096;
+    x->outstanding = 3;
+  }
+}
+
 // A memory probe's read bandwidth on `cores` cores (0 when the probe has no such row).
 double read_GBps_at(const nlohmann::json& probe, int cores) {
   for (const auto& row : probe["per_cores"])
@@ -168,12 +178,7 @@ TEST_CASE("models: LPDDR5 coalesces a read with another core's, never with the s
   CHECK(mem.stats().get("coalesced_reads") == Approx(1));
   CHECK(mem.stats().get("bytes_read") == Approx(8192));
 
-  for (TransferExt* x : {&a, &b}) {
-    x->stream = true;
-    x->stream_bytes = 64 * 1024;
-    x->request_bytes = 4096;
-    x->outstanding = 3;
-  }
+  as_streams({&a, &b});
   mem.stream(a, 8 << 20, false, t0 + 300e3);
   mem.stream(a, 8 << 20, false, t0 + 400e3);
   CHECK(mem.stats().get("coalesced_reads") == Approx(1));
@@ -209,12 +214,7 @@ TEST_CASE("models: a coalesced read crosses each requester's memory port once", 
   CHECK(p0.get("bytes_read") == Approx(4096));
   CHECK(p1.get("bytes_read") == Approx(4096));
 
-  for (TransferExt* x : {&a, &b, &c, &d}) {
-    x->stream = true;
-    x->stream_bytes = 64 * 1024;
-    x->request_bytes = 4096;
-    x->outstanding = 3;
-  }
+  as_streams({&a, &b, &c, &d});
   mem.stream(a, 8 << 20, false, t0 + 300e3);
   mem.stream(b, 8 << 20, false, t0 + 310e3);
   mem.stream(c, 8 << 20, false, t0 + 320e3);
