@@ -894,7 +894,10 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     std::vector<std::vector<uint64_t>> last_proj(ts.size());  // slot -> tile coords it last loaded
     std::vector<char> loaded(ts.size(), 0);
     std::vector<int64_t> last_load(ts.size(), 0);              // slot -> op index of its latest load
-    std::vector<int64_t> compute_end(total, -1), store_of(total, -1);
+    std::vector<int64_t> compute_end(total, -1);
+    // Per output tensor, its stores in order: the j-th stores the j-th block the tiles computed.
+    std::vector<std::vector<uint32_t>> stores(ts.size());
+    std::vector<size_t> waited(ts.size(), SIZE_MAX);  // per output: the block whose buffer was waited for
     std::vector<uint64_t> coord(nt, 0), next(nt, 0), tile_off(nt, 0), tile_ext(nt, 0);
     // Per tile loop: the offset and extent of the current tile (as the per-tile extent map had them).
     auto set_tile = [&](const std::vector<uint64_t>& c) {
@@ -1004,8 +1007,16 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         o.first->set_lx_bytes(lx);
         for (uint32_t d : in_deps) o.first->add_deps(d);
         if (prev >= 0) o.first->add_deps(static_cast<uint32_t>(prev));
-        // The output buffer is free once the store of nbuf tiles ago is done.
-        if (ti >= nbuf && store_of[ti - nbuf] >= 0) o.first->add_deps(static_cast<uint32_t>(store_of[ti - nbuf]));
+        // An output block's buffer is free once the store of the block nbuf blocks before it is
+        // done. A block spans every tile that accumulates into it (a matmul's k steps), and the
+        // block being computed is the one after the last stored: its first compute op waits (the
+        // rest follow it in program order).
+        if (prev < 0)
+          for (size_t k = 0; k < ts.size(); ++k)
+            if (const auto& sk = stores[k]; sk.size() >= nbuf && waited[k] != sk.size()) {
+              o.first->add_deps(sk[sk.size() - nbuf]);
+              waited[k] = sk.size();
+            }
         prev = o.second;
       }
       compute_end[ti] = prev;
@@ -1031,7 +1042,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
           auto [o, idx] = add(Op::DMA_OUT, out_name[k], tile);
           set_transfer(o, block_at(k), t.idx);
           if (prev >= 0) o->add_deps(static_cast<uint32_t>(prev));
-          store_of[ti] = idx;
+          stores[k].push_back(idx);
         }
       }
     }
