@@ -656,8 +656,8 @@ TEST_CASE("run: a batched matmul's time does not hang on the order of simultaneo
   // card.tie_order picks which engine the event loop runs first when several are due at the same
   // picosecond. Cores sharing a weight coalesce their reads only while they stay within the
   // memory's coalescing window of each other. At the default 5 us, matmul_b8_batch_outer takes
-  // 7388 us with ties to the lower core and 7397 with ties to the higher. The control: at 2 us
-  // matmul_b2_n25600_default took 7169 against 12573 us (matmul_b8_batch_outer, 8158 against 9220
+  // 7388 us with ties to the lower core and 7398 with ties to the higher. The control: at 2 us
+  // matmul_b2_n25600_default takes 9485 against 7433 us (matmul_b8_batch_outer, 8158 against 9220
   // before its output stores stopped stalling the array, now agrees at 2 us too).
   for (const char* f : {"matmul_b8_batch_outer", "matmul_b2_n25600_default"}) RUN_REQUIRE_DIR(k_fixtures / f);
   auto run = [&](const char* fixture, const char* order, const char* window) {
@@ -722,7 +722,7 @@ TEST_CASE("run: a matmul's output block waits for the store of the block two bef
   // is computed while block j-1 is stored, and only block j's first compute waits, for the store
   // of block j-2. (It waited for the store of block j-1 from the second k step on, so every store
   // stalled the array: 9393 against 8144 us with the row-outer output, whose store camps on one
-  // channel; the card times both 8261 us, validation section 8.)
+  // channel, 8829 now; the card times both 8261 us, validation section 8.)
   const char* f = "bmm_b4_1024x2048x1024_bbr_c1";
   RUN_REQUIRE_DIR(k_fixtures / f);
   auto sim = make_card();
