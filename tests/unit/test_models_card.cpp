@@ -631,3 +631,52 @@ TEST_CASE("models: ps_time and time_ps convert as sc_time(ps, SC_PS) and to_seco
   CHECK(mismatches == 0);
   CHECK(ps_time(0) == sc_core::SC_ZERO_TIME);
 }
+
+namespace {
+// One core loads 64 KiB as 512 sticks 256 B apart (a stick-by-stick operand's pattern, on every
+// channel in turn), then as one contiguous run (16 requests of 4 KiB); each time in ps. One card
+// per test case: a second card in one process would clash in SystemC.
+std::pair<double, double> load_ps(const std::string& cfg, const std::string& issue) {
+  auto sim = make_card(cfg, {"card.core.dma.issue_interval=" + issue});
+  Card& card = sim->top_as<Card>();
+  CoreOp op;
+  op.engine = Engine::Load;
+  op.addr = 1ull << 30;
+  op.bytes = 64 * 1024;
+  op.run_bytes = 128;
+  op.stride = 256;
+  std::vector<std::vector<CoreOp>> prog(1);
+  prog[0] = {op};
+  const double sticks = card.run(prog);
+  prog[0][0].addr = 2ull << 30;
+  prog[0][0].run_bytes = 0;
+  prog[0][0].stride = 0;
+  return {sticks, card.run(prog)};
+}
+// configs/spyre.yaml fits issue_interval at 16 cycles of 1.5 GHz (validation section 3).
+constexpr double k_interval16_ps = 16 / 1.5e9 * 1e12;
+
+void check_issue_bound(const std::string& cfg) {
+  const auto [sticks, whole] = load_ps(cfg, "16cycles");
+  CHECK(sticks >= 512 * k_interval16_ps);  // 512 requests need 512 intervals
+  CHECK(whole < 0.5 * 512 * k_interval16_ps);  // 16 whole requests: the round trips bound them
+}
+void check_issue_not_bound(const std::string& cfg) {
+  // At 4 cycles the same sticks finish well inside 512 of the 16-cycle intervals: at 16 it is the
+  // interval that binds.
+  CHECK(load_ps(cfg, "4cycles").first < 0.6 * 512 * k_interval16_ps);
+}
+}  // namespace
+
+TEST_CASE("models: the DMA engine issues one request per issue_interval, whole requests do not feel it", "[models]") {
+  check_issue_bound("configs/spyre.yaml");
+}
+TEST_CASE("models: a stick stream at a short issue_interval is not bound by the fitted one", "[models]") {
+  check_issue_not_bound("configs/spyre.yaml");
+}
+TEST_CASE("models: flow DMA: the engine issues one request per issue_interval, whole requests do not feel it", "[models]") {
+  check_issue_bound("configs/spyre_flow.yaml");
+}
+TEST_CASE("models: flow DMA: a stick stream at a short issue_interval is not bound by the fitted one", "[models]") {
+  check_issue_not_bound("configs/spyre_flow.yaml");
+}
