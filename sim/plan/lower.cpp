@@ -1009,14 +1009,13 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         if (prev >= 0) o.first->add_deps(static_cast<uint32_t>(prev));
         // An output block's buffer is free once the store of the block nbuf blocks before it is
         // done. A block spans every tile that accumulates into it (a matmul's k steps), and the
-        // block being computed is the one after the last stored: its first compute op waits (the
-        // rest follow it in program order).
-        if (prev < 0)
-          for (size_t k = 0; k < ts.size(); ++k)
-            if (const auto& sk = stores[k]; sk.size() >= nbuf && waited[k] != sk.size()) {
-              o.first->add_deps(sk[sk.size() - nbuf]);
-              waited[k] = sk.size();
-            }
+        // block being computed is the one after the last stored: the first compute op of its first
+        // tile waits (the rest follow it in program order).
+        for (size_t k = 0; k < ts.size(); ++k)
+          if (const auto& sk = stores[k]; sk.size() >= nbuf && waited[k] != sk.size()) {
+            o.first->add_deps(sk[sk.size() - nbuf]);
+            waited[k] = sk.size();
+          }
         prev = o.second;
       }
       compute_end[ti] = prev;

@@ -97,6 +97,18 @@ CliResult cli(const std::vector<std::string>& args) {
   return r;
 }
 
+// `vspyre run FIXTURE --json --no-data -p P...` (one simulation per process): its kernel time, us.
+double kernel_us(const char* fixture, const std::vector<std::string>& params = {}) {
+  std::vector<std::string> args = {"run", (k_fixtures / fixture).string(), "--json", "--no-data"};
+  for (const auto& p : params) {
+    args.push_back("-p");
+    args.push_back(p);
+  }
+  const auto r = cli(args);
+  REQUIRE(r.code == 0);
+  return nlohmann::json::parse(r.out)["kernel_time_us"].get<double>();
+}
+
 size_t count_kind(const plan::Plan& p, plan::Op::Kind k) {
   size_t n = 0;
   for (const auto& st : p.stages())
@@ -366,12 +378,8 @@ TEST_CASE("run: DMA runs shorter than a request keep the engine's bytes in fligh
   // card (12828 against 8261 us at B = 4; validation section 8): with three 128 B requests in flight
   // it took 33420 us.
   for (const char* f : {"bmm_b4_1024x2048x1024_rbr_c1", "bmm_b4_1024x2048x1024_bbr_c1"}) RUN_REQUIRE_DIR(k_fixtures / f);
-  const auto a = cli({"run", (k_fixtures / "bmm_b4_1024x2048x1024_rbr_c1").string(), "--no-data", "--json"});
-  const auto b = cli({"run", (k_fixtures / "bmm_b4_1024x2048x1024_bbr_c1").string(), "--no-data", "--json"});
-  REQUIRE(a.code == 0);
-  REQUIRE(b.code == 0);
-  const double ra = nlohmann::json::parse(a.out)["kernel_time_us"].get<double>();
-  const double rb = nlohmann::json::parse(b.out)["kernel_time_us"].get<double>();
+  const double ra = kernel_us("bmm_b4_1024x2048x1024_rbr_c1");
+  const double rb = kernel_us("bmm_b4_1024x2048x1024_bbr_c1");
   CHECK(ra > rb);
   CHECK(ra < 1.6 * rb);
 }
@@ -573,10 +581,8 @@ TEST_CASE("run: a memory-bound op does not get faster when its SFP work gets slo
   RUN_REQUIRE_DIR(k_fixtures / "exp_2048x1024_c32");
   // One simulation per process: the CLI runs each.
   auto time_us = [](const std::string& model, const char* cycles) {
-    const auto r = cli({"run", (k_fixtures / "exp_2048x1024_c32").string(), "--json", "--no-data", "-p",
-                        "card.core.dma.model=" + model, "-p", std::string("card.plan.sfp_cycles.transcendental=") + cycles});
-    REQUIRE(r.code == 0);
-    return nlohmann::json::parse(r.out)["kernel_time_us"].get<double>();
+    return kernel_us("exp_2048x1024_c32",
+                     {"card.core.dma.model=" + model, std::string("card.plan.sfp_cycles.transcendental=") + cycles});
   };
   for (const std::string model : {"request", "flow"}) {
     const double fast = time_us(model, "1");
@@ -661,15 +667,9 @@ TEST_CASE("run: a batched matmul's time does not hang on the order of simultaneo
   // before its output stores stopped stalling the array, now agrees at 2 us too).
   for (const char* f : {"matmul_b8_batch_outer", "matmul_b2_n25600_default"}) RUN_REQUIRE_DIR(k_fixtures / f);
   auto run = [&](const char* fixture, const char* order, const char* window) {
-    std::vector<std::string> args = {"run", (k_fixtures / fixture).string(), "--json", "--no-data",
-                                     "-p", "card.scheduler=events", "-p", std::string("card.tie_order=") + order};
-    if (window) {
-      args.push_back("-p");
-      args.push_back(std::string("card.memory.coalesce_window=") + window);
-    }
-    const auto r = cli(args);
-    REQUIRE(r.code == 0);
-    return nlohmann::json::parse(r.out)["kernel_time_us"].get<double>();
+    std::vector<std::string> params = {"card.scheduler=events", std::string("card.tie_order=") + order};
+    if (window) params.push_back(std::string("card.memory.coalesce_window=") + window);
+    return kernel_us(fixture, params);
   };
   const double lower = run("matmul_b8_batch_outer", "lower_core", nullptr);
   const double higher = run("matmul_b8_batch_outer", "higher_core", nullptr);
@@ -707,12 +707,7 @@ TEST_CASE("run: one core reads as fast in the flow DMA model as request by reque
   // bus load the three streams make. Flow took 1071 us with no wait, 1283 with a lone request's,
   // 1484 with the load; request by request 1500.
   RUN_REQUIRE_DIR(k_fixtures / "add_4096x4096_c1");
-  auto add = [&](const char* model) {
-    const auto r = cli({"run", (k_fixtures / "add_4096x4096_c1").string(), "--json", "--no-data", "-p",
-                        std::string("card.core.dma.model=") + model});
-    REQUIRE(r.code == 0);
-    return nlohmann::json::parse(r.out)["kernel_time_us"].get<double>();
-  };
+  auto add = [&](const char* model) { return kernel_us("add_4096x4096_c1", {std::string("card.core.dma.model=") + model}); };
   CHECK(add("flow") == Approx(add("request")).epsilon(0.05));
 }
 
@@ -767,10 +762,5 @@ TEST_CASE("run: a matmul's output block waits for the store of the block two bef
   // The row-outer output (stored stick by stick) no longer stalls the array for its whole store.
   const char* g = "bmm_b4_1024x2048x1024_bbb_c1";
   RUN_REQUIRE_DIR(k_fixtures / g);
-  auto time_of = [&](const char* fixture) {
-    const auto r = cli({"run", (k_fixtures / fixture).string(), "--no-data", "--json"});
-    REQUIRE(r.code == 0);
-    return nlohmann::json::parse(r.out)["kernel_time_us"].get<double>();
-  };
-  CHECK(time_of(f) < 1.12 * time_of(g));
+  CHECK(kernel_us(f) < 1.12 * kernel_us(g));
 }
