@@ -11,7 +11,7 @@ from the stick-tiled layout (formats.md B.5 / D.2).  Standard library only.
     python3 scripts/gen_bundle.py NAME OUTDIR [-p key=value ...]
     python3 scripts/gen_bundle.py --all OUTROOT
 
-NAME is a preset (see --list) or a workload kind (unary, binary, reduce, softmax, matmul, chain)
+NAME is a preset (see --list) or a workload kind (unary, binary, addn, reduce, softmax, matmul, chain)
 started from that kind's defaults; -p overrides single parameters (values are JSON, or a bare
 string).  Every generated directory gets a README.md that records the command and parameters.
 """
@@ -119,6 +119,9 @@ class Tensor:
             self.scale.update(scale)
         self.dtype = dtype
         self.home = None
+        # an input read whole by every core along its reduced dims (a broadcast operand): those
+        # dims may be split across cores, every core starting at index 0
+        self.broadcast = False
         if sorted(self.layout) != sorted(self.dims):
             raise GenError(f"{name}: layout {self.layout} is not a permutation of {self.dims}")
         if stick not in self.layout:
@@ -244,7 +247,9 @@ def attr(factor, label):
 def coord_info(t, split, ss):
     ci = OrderedDict()
     for d in t.layout:
-        slices = split.slices.get(d, 1)
+        # a broadcast dim is not divided: every core reads its one element (as the compiler
+        # writes a [1, N] operand: core_fold factor 1)
+        slices = 1 if t.broadcast and t.scale[d] < 0 else split.slices.get(d, 1)
         funcs, attrs = [], []
         if t.scale[d] == -2:
             elem_arr = 2
@@ -368,7 +373,7 @@ class BundleBuilder:
                     sl = asplit.core_slice(c)
                     start = {d: sl[d] * ass[d] for d in t.layout if d in sl}
                     off = t.offset(start)
-                    if t.scale and any(t.scale[d] < 0 and sl.get(d, 0) for d in t.layout):
+                    if not t.broadcast and any(t.scale[d] < 0 and sl.get(d, 0) for d in t.layout):
                         raise GenError(f"{fname}: {t.name}: a reduced dim is split across cores")
                     key = off
                     if key not in seen:
@@ -545,16 +550,82 @@ def gen_unary(b, p):
                aten_op=UNARY_ATEN.get(p["op"]))
 
 
+BROADCASTS = ("none", "row", "col")
+
+
+def broadcast_operand(name, dims, n, layout, how, dtype):
+    """The second operand of a binary: full, or broadcast along one dim of a 2-D shape.
+
+    "row": b[1, N], the same row for every row of a (a reduced, `scale_` -1 non-stick dim: N/64
+    sticks in all); "col": b[M, 1], one value per row (a reduced stick dim, `scale_` -2: one
+    stick per row, as torch-spyre keeps a [M, 1] tensor)."""
+    if how not in BROADCASTS:
+        raise GenError(f"broadcast {how!r} is not one of {', '.join(BROADCASTS)}")
+    if how == "none":
+        return Tensor(name, dims, n, layout, dims[-1], dtype=dtype)
+    if len(dims) != 2:
+        raise GenError("broadcast operands are generated for 2-D shapes only")
+    rdim = dims[0] if how == "row" else dims[-1]
+    t = reduced_tensor(name, dims, n, layout, rdim, dtype)
+    t.broadcast = True
+    return t
+
+
 def gen_binary(b, p):
     shape = shape_of(p)
     dims, layout = pointwise_dims(shape)
     n = OrderedDict(zip(dims, shape))
     split = Split(dims, parse_split(p["split"]))
     a = b.arg(Tensor("a", dims, n, layout, dims[-1], dtype=p["dtype"]))
-    c = b.arg(Tensor("b", dims, n, layout, dims[-1], dtype=p["dtype"]))
+    c = b.arg(broadcast_operand("b", dims, n, layout, p.get("broadcast", "none"), p["dtype"]))
     y = b.arg(Tensor("y", dims, n, layout, dims[-1], dtype=p["dtype"]))
     b.add_sdsc(p["op"], n, split, [Operand(a, "hbm"), Operand(c, "hbm"), Operand(y, "hbm")],
                [0, 1], [2], aten_op=BINARY_ATEN.get(p["op"]))
+
+
+def gen_addn(b, p):
+    """Sums of `inputs` tensors as torch-spyre fuses them (tests/fixtures/captured/add3_*, add4_*).
+
+    A chain ((x0 + x1) + x2) + ...: one add SDSC per step. intermediates "lx" (the compiler with
+    LX planning): the running sum stays in LX at offset 0, each add writing over its input;
+    "hbm" (LX planning off): each partial sum is a fresh tensor in the HBM pool. independent:
+    inputs/2 unrelated adds x0 + x1, x2 + x3, ... in one bundle, each with its own output."""
+    shape = shape_of(p)
+    dims, layout = pointwise_dims(shape)
+    n = OrderedDict(zip(dims, shape))
+    split = Split(dims, parse_split(p["split"]))
+    k = int(p["inputs"])
+    inter = p["intermediates"]
+    if inter not in ("lx", "hbm"):
+        raise GenError("intermediates must be lx or hbm")
+
+    def full(name):
+        return Tensor(name, dims, n, layout, dims[-1], dtype=p["dtype"])
+
+    aten = BINARY_ATEN["add"]
+    if p["independent"]:
+        if k < 2 or k % 2:
+            raise GenError("independent adds take an even number of inputs (2 per add)")
+        xs = [b.arg(full(f"x{i}")) for i in range(k)]
+        for j in range(k // 2):
+            y = b.arg(full(f"y{j}"))
+            b.add_sdsc("add", n, split, [Operand(xs[2 * j], "hbm"), Operand(xs[2 * j + 1], "hbm"),
+                                         Operand(y, "hbm")], [0, 1], [2], aten_op=aten)
+        return
+    if k < 2:
+        raise GenError("a sum takes at least 2 inputs")
+    xs = [b.arg(full(f"x{i}")) for i in range(k)]
+    y = b.arg(full("y"))
+    acc = Operand(xs[0], "hbm")
+    for i in range(1, k):
+        if i == k - 1:
+            out = Operand(y, "hbm")
+        elif inter == "lx":
+            out = Operand(b.lx(full(f"t{i}")), "lx", 0)
+        else:
+            out = Operand(b.pool(full(f"t{i}")), "hbm")
+        b.add_sdsc("add", n, split, [acc, Operand(xs[i], "hbm"), out], [0, 1], [2], aten_op=aten)
+        acc = out
 
 
 def reduced_tensor(name, dims, n, layout, rdim, dtype):
@@ -775,6 +846,10 @@ def gen_chain(b, p):
         raise GenError("mode must be demote, shuffle or lx")
 
 
+# Parameters a kind takes only when given (so that bundles written before they existed, whose
+# debug ids hash the parameters, regenerate byte-identical): kind -> {name: default}.
+OPTIONAL = {"binary": {"broadcast": "none"}}
+
 NOTES = {
     "softmax": "Reductions along a non-stick dim (dim 0 of the default [mb, out] layout, stick "
                "`out`) use `maxnonstick`/`sumnonstick` with `scale_` -1 on the reduced dim "
@@ -802,6 +877,8 @@ NOTES = {
 KINDS = {
     "unary": (gen_unary, {"op": "neg", "shape": [2048, 1024], "split": "mb=32", "dtype": "fp16"}),
     "binary": (gen_binary, {"op": "add", "shape": [2048, 1024], "split": "mb=32", "dtype": "fp16"}),
+    "addn": (gen_addn, {"inputs": 3, "shape": [2048, 1024], "split": "mb=32", "dtype": "fp16",
+                        "intermediates": "lx", "independent": False}),
     "reduce": (gen_reduce, {"op": "sum", "shape": [512, 1024], "dim": 1, "split": "mb=32",
                             "dtype": "fp16"}),
     "softmax": (gen_softmax, {"shape": [512, 1024], "dim": 0, "split": "1", "dtype": "fp16",
@@ -949,9 +1026,10 @@ def resolve_params(name, overrides):
         raise GenError(f"unknown preset or kind {name!r}; see --list")
     params = dict(KINDS[kind][1])
     params.update(pre)
+    optional = OPTIONAL.get(kind, {})
     for k, v in overrides.items():
-        if k not in params:
-            raise GenError(f"{kind} has no parameter {k!r} (has {', '.join(params)})")
+        if k not in params and k not in optional:
+            raise GenError(f"{kind} has no parameter {k!r} (has {', '.join(list(params) + list(optional))})")
         params[k] = v
     return kind, params, mirror
 
@@ -1024,7 +1102,8 @@ def main(argv=None):
                 print(f"  {k:34s} {kind:8s} {json.dumps(pre, sort_keys=True)}")
             print("kinds (defaults; override with -p key=value):")
             for k, (_, d) in KINDS.items():
-                print(f"  {k:8s} {json.dumps(d, sort_keys=True)}")
+                opt = (f"  optional: {json.dumps(OPTIONAL[k], sort_keys=True)}" if k in OPTIONAL else "")
+                print(f"  {k:8s} {json.dumps(d, sort_keys=True)}{opt}")
             return 0
         if a.all:
             for k in PRESETS:

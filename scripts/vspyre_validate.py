@@ -53,7 +53,7 @@ TYPES = ("M", "M-ratio", "P")
 ROW_KEYS = {"id", "section", "workload", "shapes", "dtype", "cores", "layout", "lx", "split",
             "type", "measured_us", "measured_range_us", "predicted_us", "measured_ratio",
             "numerator", "denominator", "source", "fixture", "generated_fixture", "captured_fixture",
-            "metric", "note"}
+            "metric", "repeat", "other_model", "other_model_us", "note"}
 CSV_COLUMNS = ["id", "section", "type", "unit", "measured", "predicted", "error_percent",
                "counted", "direction_measured", "direction_predicted", "direction_reproduced",
                "status", "other_model_us", "fixture", "metric", "numerator", "denominator",
@@ -237,7 +237,13 @@ def load_table(path):
                 if rng[0] > rng[1]:
                     bad(f"`measured_range_us` {rng} is not [lo, hi] with lo <= hi")
             if r.get("predicted_us") is not None:
-                bad("an M row carries `measured_us`; `predicted_us` is for P rows")
+                bad("an M row carries `measured_us`; `predicted_us` is for P rows (another model's "
+                    "prediction of a measured row is `other_model_us`)")
+            om = r.get("other_model_us")
+            if om is not None and not (_num(om) and om > 0):
+                bad(f"`other_model_us` must be a positive number, not {om!r}")
+            if (r.get("other_model") is None) != (om is None):
+                bad("`other_model` (its name) and `other_model_us` (its prediction) go together")
         elif t == "P":
             if r.get("predicted_us") is None:
                 bad("a P row needs `predicted_us` (the other model's prediction)")
@@ -268,6 +274,11 @@ def load_table(path):
             problem = split_mismatch(r["split"], Path(fx) if os.path.isabs(fx) else ROOT / fx)
             if problem:
                 bad(problem)
+        rep = r.get("repeat", 1)
+        if not (isinstance(rep, int) and not isinstance(rep, bool) and rep >= 1):
+            bad(f"`repeat` must be a whole number of launches >= 1, not {rep!r}")
+        if rep != 1 and (t != "M" or not isinstance(fx, str)):
+            bad("`repeat` is for an M row with one fixture (the measured time is that many launches of it)")
         m = r.get("metric", "kernel")
         if not (m == "kernel" or (isinstance(m, str) and m.startswith("stage:") and len(m) > 6)):
             bad(f"`metric` must be `kernel` or `stage:<name>`, not {m!r}")
@@ -422,6 +433,7 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
     for r in rows:
         o = {k: r.get(k) for k in ("id", "section", "type", "workload", "shapes", "cores", "lx",
                                    "fixture", "numerator", "denominator", "source", "note")}
+        o["repeat"] = r.get("repeat", 1)
         o["metric"] = r.get("metric", "kernel")
         o["counted"] = False
         if r["type"] == "M-ratio":
@@ -431,7 +443,9 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
         o["measured"] = r.get("measured_us")
         if r.get("measured_range_us"):
             o["measured_range_us"] = r["measured_range_us"]
-        o["other_model_us"] = r.get("predicted_us")
+        o["other_model_us"] = r.get("predicted_us") if r["type"] == "P" else r.get("other_model_us")
+        if r["type"] == "M" and r.get("other_model"):
+            o["other_model"] = r["other_model"]
         if not r.get("fixture"):
             o["status"] = "no fixture"
             out_rows.append(o)
@@ -444,7 +458,8 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
         o["elapsed_s"] = round(dt, 3)
         if err is None:
             try:
-                o["predicted"] = metric_value(stats, o["metric"])
+                # `repeat`: the measurement is that many launches of the kernel, one after the other
+                o["predicted"] = metric_value(stats, o["metric"]) * o["repeat"]
             except (ValidateError, KeyError, TypeError) as e:
                 err = f"{e}"
         if err is not None:
@@ -495,6 +510,16 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
                                                          [o["measured"] for o in c]),
                        "bias_geomean_ratio": math.exp(sum(math.log(o["predicted"] / o["measured"])
                                                           for o in c) / len(c))}
+    # another model's predictions of measured rows, against vspyre's on the same rows
+    other = {}
+    for name in dict.fromkeys(o["other_model"] for o in counted if o.get("other_model")):
+        c = [o for o in counted if o.get("other_model") == name]
+        other[name] = {"n": len(c),
+                       "mape_percent": mape([o["other_model_us"] for o in c], [o["measured"] for o in c]),
+                       "vspyre_mape_percent": mape([o["predicted"] for o in c], [o["measured"] for o in c]),
+                       "rows_over_25_percent": sum(1 for o in c if abs(o["other_model_us"] - o["measured"])
+                                                   > 0.25 * o["measured"]),
+                       "vspyre_rows_over_25_percent": sum(1 for o in c if abs(o["error_percent"]) > 25)}
     ratios = [o for o in out_rows if o["type"] == "M-ratio" and o.get("status") == "ok"]
     ranges = [o for o in out_rows if "in_range" in o]
     res = {
@@ -507,6 +532,7 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
         "n_predictions": sum(1 for o in out_rows if o["type"] == "P"),
         "n_not_run": sum(1 for o in out_rows if o.get("status") == "no fixture"),
         "sections": sections,
+        "other_models": other,
         "ratio": {
             "n": len(ratios),
             "mape_percent": mape([o["predicted"] for o in ratios],
@@ -643,6 +669,10 @@ def report(res, out=sys.stdout):
         for s, v in res["sections"].items():
             w(f"  section {s:4s}           n={v['n']:2d}  MAPE {v['mape_percent']:8.1f} %  "
               f"geomean ratio {v['bias_geomean_ratio']:.3f}\n")
+        for name, v in (res.get("other_models") or {}).items():
+            w(f"  {name}: on the {v['n']} rows that carry its prediction, MAPE {v['mape_percent']:.1f} % "
+              f"({v['rows_over_25_percent']} rows worse than 25 %); vspyre on the same rows "
+              f"{v['vspyre_mape_percent']:.1f} % ({v['vspyre_rows_over_25_percent']})\n")
     else:
         w("  no counted rows ran\n")
     rt = res["ratio"]

@@ -9,11 +9,15 @@ recorded in its README.md); this script then replaces the README's generic "Mirr
 the measured.md row the fixture stands for.  The output is deterministic.
 """
 import argparse
+import csv
+import functools
 import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTROOT = "tests/fixtures/bundles"
@@ -189,6 +193,202 @@ def fixtures():
     return out
 
 
+# ----------------------------------------------------------------------------------------------
+# Section 7, the whole current log: every record of cost_model_sweep_20260807_020123.log (the
+# database's is_current=True rows, `sweep_current.csv`, a column extract of sweep_records.csv)
+# becomes a row of the table. Records already in the hand-written part of measured.yaml (by record
+# number) are left there; the rest are written between the BEGIN/END markers by --table.
+
+SWEEP_CSV = Path(__file__).resolve().parent / "sweep_current.csv"
+# The current log's fixtures beyond those above: timing fixtures of validation section 7, in a
+# root of their own (the exec tests check the data of each kind on a few of them, not all).
+SWEEP_ROOT = "tests/fixtures/sweep"
+TABLE = Path(__file__).resolve().parent / "measured.yaml"
+BEGIN = "# BEGIN section 7, current log: written by `python3 bench/validation/gen_fixtures.py --table`"
+END = "# END section 7, current log"
+CAPTURED = ROOT / "tests" / "fixtures" / "captured"
+# the record's pred_us: the analytic model the database was gathered for, fitted to this very log
+OTHER_MODEL = "torch-spyre cost model (b8805a0, fitted to this log: in sample)"
+SPAN_LIMIT = 256 << 20  # bytes one core's slice may span (hardware.md: per-core DDR span)
+SEP_NOTE = ("`{op}` is the same sum compiled as {k} separate add kernels (torch-spyre's own "
+            "sweep, `_sep`), the record's time their sum: the row runs the add kernel {k} times")
+WORKLOADS = {
+    "add": "add (2R+1W)",
+    "amax": "amax over the last (stick) dim, keepdim (1R + one stick per row W)",
+    "bcast": "a + b, b [1,N] broadcast over rows (2R + 1W; the cost-model sweep's `bcast`)",
+    "bcastcol": "a + b, b [M,1] broadcast along each row (2R + 1W; the cost-model sweep's `bcastcol`; "
+                "b kept as one stick per row)",
+    "add_indep2": "two independent adds in one kernel, a + b and c + d (4R + 2W)",
+    "bmm_3d2d_k_tiling": "act[4,1024,2048] @ W[2048,1024] (shared weight), K-tiled by the sweep's BENCH_TILES",
+}
+
+
+def sweep_records():
+    """The current log's records: [dict] with numbers parsed, in file order."""
+    out = []
+    with open(SWEEP_CSV, newline="") as fh:
+        for r in csv.DictReader(fh):
+            r = dict(r)
+            r["line"] = int(r["id"].rsplit(":", 1)[1])
+            for k in ("rows", "cols", "tiles", "lx", "cores", "reps", "io_hbm_bytes"):
+                r[k] = int(r[k])
+            for k in ("kernel_us", "kernel_us_min", "kernel_us_std", "pred_us"):
+                r[k] = float(r[k])
+            out.append(r)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def outroot_names():
+    return frozenset({n for n, _, _, _ in fixtures()} | set(load_gen().PRESETS))
+
+
+def home(name):
+    """A fixture of fixtures() or a gen_bundle.py preset, where it is; else a new one in SWEEP_ROOT."""
+    return f"{OUTROOT}/{name}" if name in outroot_names() else f"{SWEEP_ROOT}/{name}"
+
+
+def sweep_plan(rec):
+    """How one record is run: (fixture directory, kind, params or None for an existing/captured
+    fixture, repeat, lx text, note) or (None, ..., reason) when no bundle stands for it."""
+    op, m, n, cores, lx = rec["op"], rec["rows"], rec["cols"], rec["cores"], rec["lx"]
+    split = row_split(cores)
+    shape = f"{m}x{n}"
+    tensor = m * n * 2
+    io = rec["io_hbm_bytes"]
+    lx_txt = f"BENCH_TILES={rec['tiles']}, LX_PLANNING={lx} in the record"
+    if op == "add":
+        return (home(f"add_{shape}_c{cores}"), "binary", {"op": "add", "shape": [m, n], "split": split},
+                1, "none (HBM in/out); " + lx_txt, None)
+    if op == "amax":
+        return (home(f"amax_{shape}_c{cores}"), "reduce",
+                {"op": "max", "dim": 1, "shape": [m, n], "split": split}, 1, "none (HBM in/out); " + lx_txt, None)
+    if op in ("bcast", "bcastcol"):
+        how = "row" if op == "bcast" else "col"
+        cap = CAPTURED / f"{op}_{shape}_c{cores}"
+        if (cap / "bundle.mlir").is_file():
+            return (str(cap.relative_to(ROOT)), None, None, 1, "none (HBM in/out); " + lx_txt,
+                    "the compiler's bundle (captured)")
+        note = None
+        if tensor > SPAN_LIMIT:
+            # rows split across cores span the whole stick-column layout, more than one core may
+            # reach: the compiler must have divided the stick columns instead
+            split = f"out={cores}"
+            note = (f"a row split would give each core a {tensor >> 20} MiB span, over the card's 256 MiB "
+                    f"per-core limit, so the fixture splits the stick columns (out={cores})")
+        return (f"{SWEEP_ROOT}/{op}_{shape}_c{cores}", "binary",
+                {"op": "add", "shape": [m, n], "split": split, "broadcast": how}, 1,
+                "none (HBM in/out); " + lx_txt, note)
+    if op == "add_indep2":
+        return (f"{SWEEP_ROOT}/add_indep2_{shape}_c{cores}", "addn",
+                {"inputs": 4, "independent": True, "shape": [m, n], "split": split}, 1,
+                "none (HBM in/out); " + lx_txt, None)
+    if op.startswith("add") and op[3:].split("_")[0].isdigit():
+        k = int(op[3:].split("_")[0])
+        if op.endswith("_sep"):
+            if io != 3 * tensor:
+                raise SystemExit(f"{SWEEP_CSV}: record :{rec['line']}: {op} io_hbm_bytes {io} is not one add's")
+            return (home(f"add_{shape}_c{cores}"), "binary", {"op": "add", "shape": [m, n], "split": split},
+                    k - 1, "none (HBM in/out); " + lx_txt, SEP_NOTE.format(op=op, k=k - 1))
+        # which way the partial sums went follows from the bytes the record moved: k inputs and the
+        # output, plus a write and a read of each of the k - 2 partial sums when they are in HBM
+        if io == (k + 1) * tensor:
+            inter = "lx"
+        elif io == (k + 1 + 2 * (k - 2)) * tensor:
+            inter = "hbm"
+        else:
+            raise SystemExit(f"{SWEEP_CSV}: record :{rec['line']}: {op} io_hbm_bytes {io} fits neither "
+                             f"placement of the partial sums")
+        where = ("partial sums in LX" if inter == "lx" else
+                 "partial sums through HBM" + (" (LX planning on, but they do not fit LX)" if lx else ""))
+        return (f"{SWEEP_ROOT}/add{k}_{shape}_c{cores}_{inter}", "addn",
+                {"inputs": k, "intermediates": inter, "shape": [m, n], "split": split}, 1,
+                f"{where}; " + lx_txt, None)
+    if op == "bmm_3d2d_k_tiling":
+        if rec["tiles"] != 1:
+            return (None, None, None, 1, lx_txt,
+                    f"no fixture: K tiled into {rec['tiles']} by the sweep moved {io / 1e9:.1f} GB (the untiled "
+                    f"kernel 0.03 GB) in {rec['kernel_us'] / 1000:.0f} ms; the compiler's plan for it is not "
+                    f"public and the generator does not K-tile")
+        return (f"{SWEEP_ROOT}/bmm3d2d_b4_1024x2048x1024_c32", "matmul",
+                {"batch": 4, "m": 1024, "k": 2048, "n": 1024, "layout": "default", "split": "mb=4,out=8"}, 1,
+                "none (HBM in/out); " + lx_txt,
+                "B=4 and N=1024 from the sweep script's BN section and io_hbm_bytes; the split "
+                "{mb:4, out:8} is the compiler's for the section 2 projections, not recorded here")
+    raise SystemExit(f"{SWEEP_CSV}: record :{rec['line']}: no plan for op {op!r}")
+
+
+def sweep_mirror(rec):
+    return (f"{S7}, record :{rec['line']}, {rec['op']} {rec['rows']}x{rec['cols']}, {rec['cores']} core(s), "
+            f"BENCH_TILES={rec['tiles']}, LX_PLANNING={rec['lx']}: {rec['kernel_us']} us (median of "
+            f"{rec['reps']}). {ROWS_NOTE}")
+
+
+def sweep_fixtures():
+    """The fixtures the current log needs in SWEEP_ROOT: [(name, kind, params, mirror)], the first
+    record that needs each."""
+    out, have = [], set()
+    for rec in sweep_records():
+        fx, kind, params, _, _, _ = sweep_plan(rec)
+        if not kind or Path(fx).parent != Path(SWEEP_ROOT) or Path(fx).name in have:
+            continue  # no fixture, a captured one, one in OUTROOT, or one written already
+        have.add(Path(fx).name)
+        out.append((Path(fx).name, kind, params, sweep_mirror(rec)))
+    return out
+
+
+def sweep_rows(table_text):
+    """YAML rows for the records of the current log the hand-written table does not hold."""
+    held = set()
+    for line in table_text.split("\n"):
+        if "cost_model_sweep_20260807_020123.log" in line and "record :" in line:
+            for num in line.split("record :")[1:]:
+                held.add(int("".join(ch for ch in num if ch.isdigit())))
+    rows = []
+    for rec in sweep_records():
+        if rec["line"] in held:
+            continue
+        fx, kind, params, repeat, lx_txt, note = sweep_plan(rec)
+        op, m, n = rec["op"], rec["rows"], rec["cols"]
+        k = op[3:].split("_")[0] if op.startswith("add") and op[3:4].isdigit() else None
+        if k:
+            wl = (f"add{k} = sum of {k} tensors, " + ("(a+b)+c..." if not op.endswith("_sep") else
+                                                        "one add kernel per step"))
+        else:
+            wl = WORKLOADS[op]
+        shapes = f"[{m},{n}]" if op != "bmm_3d2d_k_tiling" else "[4,1024,2048] @ [2048,1024]"
+        row = {"id": f"{op}_{m}x{n}_c{rec['cores']}_r{rec['line']}", "section": "7", "type": "M",
+               "workload": wl, "shapes": shapes, "dtype": "fp16", "cores": rec["cores"],
+               "layout": "default; work division not recorded (the fixture splits rows)"
+               if op != "bmm_3d2d_k_tiling" else "default; work division not recorded",
+               "lx": lx_txt, "measured_us": rec["kernel_us"], "fixture": fx,
+               "source": (f"HieronZhang/torch-spyre tools/cost_model/sweep_records.csv (the measurement database "
+                          f"behind torch-spyre's cost model; log {rec['log_file']}, model {rec['model_sha']}, "
+                          f"reps={rec['reps']}, median), record :{rec['line']}")}
+        if repeat != 1:
+            row["repeat"] = repeat
+        row["other_model"] = OTHER_MODEL
+        row["other_model_us"] = rec["pred_us"]
+        if note:
+            row["note"] = note
+        rows.append(row)
+    return rows
+
+
+def write_table():
+    text = TABLE.read_text()
+    if BEGIN in text:
+        head = text[:text.index(BEGIN)].rstrip("\n") + "\n"
+        tail = text[text.index(END) + len(END):].lstrip("\n") if END in text else ""
+    else:
+        head, tail = text.rstrip("\n") + "\n", ""
+    rows = sweep_rows(head + tail)
+    body = yaml.safe_dump(rows, sort_keys=False, width=110, allow_unicode=True)
+    body = "\n".join(line for line in body.split("\n"))
+    TABLE.write_text(head + BEGIN + "\n" + body.rstrip("\n") + "\n" + END + "\n" + tail)
+    return len(rows)
+
+
 def load_gen():
     spec = importlib.util.spec_from_file_location("gen_bundle", ROOT / "scripts" / "gen_bundle.py")
     mod = importlib.util.module_from_spec(spec)
@@ -200,16 +400,21 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--outroot", default=OUTROOT, help=f"default {OUTROOT} (repository-relative)")
+    ap.add_argument("--table", action="store_true",
+                    help="(re)write the current-log rows of measured.yaml (between the BEGIN/END markers)")
     a = ap.parse_args(argv)
-    todo = fixtures()
+    if a.table:
+        print(f"{write_table()} rows of the current log written to {TABLE}")
+        return 0
+    todo = [(a.outroot, *f) for f in fixtures()] + [(SWEEP_ROOT, *f) for f in sweep_fixtures()]
     if a.list:
-        for name, kind, params, _ in todo:
-            print(f"{name:32s} {kind:7s} {json.dumps(params, sort_keys=True)}")
+        for root, name, kind, params, _ in todo:
+            print(f"{root}/{name:32s} {kind:7s} {json.dumps(params, sort_keys=True)}")
         return 0
     gen = load_gen()
     os.chdir(ROOT)
-    for name, kind, params, mirror in todo:
-        outdir = f"{a.outroot}/{name}"
+    for root, name, kind, params, mirror in todo:
+        outdir = f"{root}/{name}"
         cmd = "python3 scripts/gen_bundle.py " + " ".join(
             [kind, outdir] + [f"-p '{k}={v if isinstance(v, str) else json.dumps(v, separators=(',', ':'))}'"
                               for k, v in params.items()])

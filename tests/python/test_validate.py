@@ -9,6 +9,7 @@ import csv
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -131,6 +132,33 @@ def test_prediction_rows_are_not_counted(fake):
     assert next(o for o in res["rows"] if o["id"] == "nofx")["status"] == "no fixture"
 
 
+def test_repeat_multiplies_the_kernel_time(fake):
+    make_table, set_times, exe = fake
+    set_times(a=110.0)
+    t = make_table([m_row("once", "a", 100.0), m_row("thrice", "a", 300.0, repeat=3)])
+    res = vv.validate(t, vspyre=exe, jobs=2)
+    rows = {o["id"]: o for o in res["rows"]}
+    assert rows["once"]["predicted"] == 110.0 and rows["once"]["repeat"] == 1
+    assert rows["thrice"]["predicted"] == pytest.approx(330.0) and rows["thrice"]["repeat"] == 3
+    assert rows["thrice"]["error_percent"] == pytest.approx(10.0)
+    assert res["n_counted"] == 2
+
+
+def test_other_model_is_compared_on_its_own_rows(fake):
+    make_table, set_times, exe = fake
+    set_times(a=110.0, b=90.0, c=100.0)
+    t = make_table([m_row("ra", "a", 100.0, other_model="cm", other_model_us=130.0),
+                    m_row("rb", "b", 100.0, other_model="cm", other_model_us=100.0),
+                    m_row("rc", "c", 50.0)])
+    res = vv.validate(t, vspyre=exe, jobs=2)
+    cm = res["other_models"]["cm"]
+    assert cm["n"] == 2
+    assert cm["mape_percent"] == pytest.approx(15.0)         # |130-100| and 0 over 100
+    assert cm["vspyre_mape_percent"] == pytest.approx(10.0)  # the same two rows, not rc
+    assert cm["rows_over_25_percent"] == 1 and cm["vspyre_rows_over_25_percent"] == 0
+    assert res["n_counted"] == 3
+
+
 def test_ratio_rows_and_directions(fake):
     make_table, set_times, exe = fake
     set_times(a=100.0, b=50.0, c=100.0, d=130.0)
@@ -251,6 +279,16 @@ def test_baseline_check_fails_when_mape_rises_more_than_a_point(fake, tmp_path, 
      ["non-empty list"]),
     ({"id": "bad", "section": "x", "type": "M", "measured_range_us": [1.0, 2.0],
       "fixture": ["a", "nope"]}, ["not a bundle directory"]),
+    ({"id": "bad", "section": "x", "type": "M", "measured_us": 1.0, "fixture": "a", "repeat": 0},
+     ["`repeat`", "whole number"]),
+    ({"id": "bad", "section": "x", "type": "M", "measured_us": 1.0, "fixture": "a", "repeat": 1.5},
+     ["`repeat`", "whole number"]),
+    ({"id": "bad", "section": "x", "type": "P", "predicted_us": 1.0, "fixture": "a", "repeat": 2},
+     ["`repeat` is for an M row"]),
+    ({"id": "bad", "section": "x", "type": "M", "measured_us": 1.0, "other_model_us": 2.0},
+     ["`other_model`", "go together"]),
+    ({"id": "bad", "section": "x", "type": "M", "measured_us": 1.0, "other_model": "m",
+      "other_model_us": -2.0}, ["other_model_us", "positive"]),
 ])
 def test_bad_table_names_file_and_row(fake, tmp_path, capsys, row, words):
     make_table, _, exe = fake
@@ -298,6 +336,29 @@ def test_committed_table_loads():
     base = json.loads(vv.DEFAULT_BASELINE.read_text())
     assert base["n_counted"] == sum(1 for r in rows if r["type"] == "M" and r.get("fixture")
                                     and not vv.is_range_row(r))
+
+
+def test_current_log_rows_are_what_the_script_writes():
+    """The rows between the BEGIN/END markers are gen_fixtures.py --table's output from
+    sweep_current.csv: every record of the current log is in the table exactly once."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gen_fixtures", ROOT / "bench" / "validation" / "gen_fixtures.py")
+    gf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gf)
+    text = vv.DEFAULT_TABLE.read_text()
+    assert text.count(gf.BEGIN) == 1 and text.count(gf.END) == 1
+    head, block = text.split(gf.BEGIN)
+    block, tail = block.split(gf.END)
+    expected = gf.sweep_rows(head + tail.lstrip("\n"))
+    assert yaml.safe_load(block) == expected
+    records = gf.sweep_records()
+    assert len(records) == 249
+    cited = []  # (record) of every M row whose source is the current log
+    for r in vv.load_table(vv.DEFAULT_TABLE):
+        src = " ".join(str(r.get("source") or "").split())
+        if r["type"] == "M" and "cost_model_sweep_20260807_020123.log" in src:
+            cited += [int(x) for x in re.findall(r"record :(\d+)\b", src)]
+    assert sorted(cited) == sorted(rec["line"] for rec in records)
 
 
 # ------------------------------------------------------------------------------- end to end
