@@ -532,6 +532,10 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
         "n_predictions": sum(1 for o in out_rows if o["type"] == "P"),
         "n_not_run": sum(1 for o in out_rows if o.get("status") == "no fixture"),
         "sections": sections,
+        # each section weighs the same, however many rows it has (a source with hundreds of rows
+        # cannot carry the headline alone)
+        "mape_section_mean_percent": (sum(v["mape_percent"] for v in sections.values()) / len(sections)
+                                      if sections else None),
         "other_models": other,
         "ratio": {
             "n": len(ratios),
@@ -669,6 +673,8 @@ def report(res, out=sys.stdout):
         for s, v in res["sections"].items():
             w(f"  section {s:4s}           n={v['n']:2d}  MAPE {v['mape_percent']:8.1f} %  "
               f"geomean ratio {v['bias_geomean_ratio']:.3f}\n")
+        if res.get("mape_section_mean_percent") is not None:
+            w(f"  mean of the sections'  MAPE {res['mape_section_mean_percent']:.1f} % (each section weighs the same)\n")
         for name, v in (res.get("other_models") or {}).items():
             w(f"  {name}: on the {v['n']} rows that carry its prediction, MAPE {v['mape_percent']:.1f} % "
               f"({v['rows_over_25_percent']} rows worse than 25 %); vspyre on the same rows "

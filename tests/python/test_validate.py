@@ -132,6 +132,18 @@ def test_prediction_rows_are_not_counted(fake):
     assert next(o for o in res["rows"] if o["id"] == "nofx")["status"] == "no fixture"
 
 
+def test_section_mean_weighs_each_section_the_same(fake):
+    make_table, set_times, exe = fake
+    set_times(a=110.0, b=90.0, c=100.0)
+    t = make_table([m_row("ra", "a", 100.0, section="s1"), m_row("rb", "b", 100.0, section="s1"),
+                    m_row("rc", "c", 50.0, section="s2")])
+    res = vv.validate(t, vspyre=exe, jobs=2)
+    assert res["sections"]["s1"]["mape_percent"] == pytest.approx(10.0)
+    assert res["sections"]["s2"]["mape_percent"] == pytest.approx(100.0)
+    assert res["mape_percent"] == pytest.approx(40.0)               # 10 + 10 + 100 over 3 rows
+    assert res["mape_section_mean_percent"] == pytest.approx(55.0)  # (10 + 100) / 2
+
+
 def test_repeat_multiplies_the_kernel_time(fake):
     make_table, set_times, exe = fake
     set_times(a=110.0)
