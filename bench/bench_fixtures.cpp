@@ -1,5 +1,6 @@
-// Host cost of every fixture bundle (tests/fixtures/bundles, and tests/fixtures/captured and
-// tests/fixtures/sweep as captured_<name> and sweep_<name>), with and without data:
+// Host cost of every fixture bundle (tests/fixtures/bundles, and tests/fixtures/captured,
+// tests/fixtures/sweep and tests/fixtures/sweep/captured as captured_<name>, sweep_<name> and
+// sweep_captured_<name>), with and without data:
 //   fixture/<name>/timing  lower + run the timing plan on the card (as `vspyre run --no-data`)
 //                          (named timing_flow on a card with the flow DMA model: run with
 //                          VSPYRE_CONFIG=configs/spyre_flow.yaml; one card per process)
@@ -43,6 +44,7 @@ namespace {
 const fs::path k_fixtures = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles";
 const fs::path k_captured = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured";
 const fs::path k_sweep = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep";
+const fs::path k_sweep_captured = k_sweep / "captured";
 constexpr uint64_t k_large_macs = 1ull << 33;
 
 Card& card() {
@@ -81,15 +83,19 @@ std::vector<Fixture>& fixtures() {
 void scan() {
   std::vector<fs::directory_entry> dirs;
   for (const auto& e : fs::directory_iterator(k_fixtures)) dirs.push_back(e);
-  for (const fs::path& root : {k_captured, k_sweep})
+  for (const fs::path& root : {k_captured, k_sweep, k_sweep_captured})
     if (fs::is_directory(root))
       for (const auto& e : fs::directory_iterator(root)) dirs.push_back(e);
   for (const auto& e : dirs) {
     if (!e.is_directory() || !fs::exists(e.path() / "bundle.mlir")) continue;
     Fixture f;
-    // captured_<name> and sweep_<name>: the other roots' names may repeat those of bundles/
-    const std::string root = e.path().parent_path().filename().string();
-    f.name = root == "bundles" ? e.path().filename().string() : root + "_" + e.path().filename().string();
+    // captured_<name>, sweep_<name> and sweep_captured_<name>: the other roots' names may repeat
+    // those of bundles/
+    const fs::path root = e.path().parent_path();
+    const std::string prefix = root == k_fixtures ? ""
+                               : root == k_sweep_captured ? "sweep_captured_"
+                                                          : root.filename().string() + "_";
+    f.name = prefix + e.path().filename().string();
     f.dir = e.path();
     const auto lb = bundle::load_bundle(f.dir);
     for (const auto& [_, s] : lb.sdscs)

@@ -14,6 +14,7 @@ import functools
 import importlib.util
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -203,10 +204,13 @@ SWEEP_CSV = Path(__file__).resolve().parent / "sweep_current.csv"
 # The current log's fixtures beyond those above: timing fixtures of validation section 7, in a
 # root of their own (the exec tests check the data of each kind on a few of them, not all).
 SWEEP_ROOT = "tests/fixtures/sweep"
+# Bundles the real compiler wrote for the current log's kernels (--import-captures), where
+# tests/fixtures/captured has none; a row runs the compiler's bundle when there is one.
+SWEEP_CAPTURED = "tests/fixtures/sweep/captured"
+CAPTURED_ROOT = "tests/fixtures/captured"
 TABLE = Path(__file__).resolve().parent / "measured.yaml"
 BEGIN = "# BEGIN section 7, current log: written by `python3 bench/validation/gen_fixtures.py --table`"
 END = "# END section 7, current log"
-CAPTURED = ROOT / "tests" / "fixtures" / "captured"
 # the record's pred_us: the analytic model the database was gathered for, fitted to this very log
 OTHER_MODEL = "torch-spyre cost model (b8805a0, fitted to this log: in sample)"
 SPAN_LIMIT = 256 << 20  # bytes one core's slice may span (hardware.md: per-core DDR span)
@@ -248,9 +252,9 @@ def home(name):
     return f"{OUTROOT}/{name}" if name in outroot_names() else f"{SWEEP_ROOT}/{name}"
 
 
-def sweep_plan(rec):
-    """How one record is run: (fixture directory, kind, params or None for an existing/captured
-    fixture, repeat, lx text, note) or (None, ..., reason) when no bundle stands for it."""
+def sweep_generated(rec):
+    """The generated bundle that stands for one record: (fixture directory, kind, params, repeat,
+    lx text, note), or (None, None, None, 1, lx text, reason) when none can."""
     op, m, n, cores, lx = rec["op"], rec["rows"], rec["cols"], rec["cores"], rec["lx"]
     split = row_split(cores)
     shape = f"{m}x{n}"
@@ -265,10 +269,6 @@ def sweep_plan(rec):
                 {"op": "max", "dim": 1, "shape": [m, n], "split": split}, 1, "none (HBM in/out); " + lx_txt, None)
     if op in ("bcast", "bcastcol"):
         how = "row" if op == "bcast" else "col"
-        cap = CAPTURED / f"{op}_{shape}_c{cores}"
-        if (cap / "bundle.mlir").is_file():
-            return (str(cap.relative_to(ROOT)), None, None, 1, "none (HBM in/out); " + lx_txt,
-                    "the compiler's bundle (captured)")
         note = None
         if tensor > SPAN_LIMIT:
             # rows split across cores span the whole stick-column layout, more than one core may
@@ -318,6 +318,57 @@ def sweep_plan(rec):
     raise SystemExit(f"{SWEEP_CSV}: record :{rec['line']}: no plan for op {op!r}")
 
 
+def captured_name(rec):
+    """The directory name a bundle captured from the compiler for this record's kernel has (the
+    `_sep` sums run the add kernel), or None for a kind that was not captured."""
+    op, shape = rec["op"], f"{rec['rows']}x{rec['cols']}_c{rec['cores']}"
+    if op.endswith("_sep"):
+        return f"add_{shape}"
+    if op in ("add", "amax", "bcast", "bcastcol", "add_indep2") or (op.startswith("add") and op[3:].isdigit()):
+        return f"{op}_{shape}"
+    return None
+
+
+def placement(bundle_dir):
+    """"lx" when any SDSC of the bundle allocates an operand in LX, else "hbm"."""
+    for f in sorted(Path(bundle_dir).glob("sdsc_*.json")):
+        sdsc = next(iter(json.loads(f.read_text()).values()))
+        for dsc in sdsc["dscs_"]:
+            for node in next(iter(dsc.values()))["scheduleTree_"]:
+                if node.get("component_") == "lx":
+                    return "lx"
+    return "hbm"
+
+
+def captured_for(rec, roots=None):
+    """The captured bundle (repository-relative) that stands for this record: one of the compiler's
+    for its kernel, whose partial sums (add chains) went where the record's bytes say. None if none."""
+    name = captured_name(rec)
+    if not name:
+        return None
+    for root in roots or (ROOT / CAPTURED_ROOT, ROOT / SWEEP_CAPTURED):
+        d = Path(root) / name
+        if not (d / "bundle.mlir").is_file():
+            continue
+        gen = sweep_generated(rec)
+        if gen[1] == "addn" and not gen[2].get("independent") and placement(d) != gen[2]["intermediates"]:
+            continue  # the compiler kept the partial sums elsewhere than the measured kernel did
+        return d
+    return None
+
+
+def sweep_plan(rec):
+    """How one record is run: (fixture, generated fixture or None, repeat, lx text, note). The
+    fixture is the compiler's bundle where one was captured (the generated one is then kept as
+    `generated_fixture`), else the generated one; None when no bundle stands for the record."""
+    gen, kind, _, repeat, lx_txt, note = sweep_generated(rec)
+    cap = captured_for(rec)
+    if cap is None:
+        return gen, None, repeat, lx_txt, note
+    cap = str(cap.relative_to(ROOT))
+    return cap, gen if kind else None, repeat, lx_txt, note
+
+
 def sweep_mirror(rec):
     return (f"{S7}, record :{rec['line']}, {rec['op']} {rec['rows']}x{rec['cols']}, {rec['cores']} core(s), "
             f"BENCH_TILES={rec['tiles']}, LX_PLANNING={rec['lx']}: {rec['kernel_us']} us (median of "
@@ -329,7 +380,7 @@ def sweep_fixtures():
     record that needs each."""
     out, have = [], set()
     for rec in sweep_records():
-        fx, kind, params, _, _, _ = sweep_plan(rec)
+        fx, kind, params, _, _, _ = sweep_generated(rec)
         if not kind or Path(fx).parent != Path(SWEEP_ROOT) or Path(fx).name in have:
             continue  # no fixture, a captured one, one in OUTROOT, or one written already
         have.add(Path(fx).name)
@@ -348,7 +399,7 @@ def sweep_rows(table_text):
     for rec in sweep_records():
         if rec["line"] in held:
             continue
-        fx, kind, params, repeat, lx_txt, note = sweep_plan(rec)
+        fx, gen, repeat, lx_txt, note = sweep_plan(rec)
         op, m, n = rec["op"], rec["rows"], rec["cols"]
         k = op[3:].split("_")[0] if op.startswith("add") and op[3:4].isdigit() else None
         if k:
@@ -365,6 +416,8 @@ def sweep_rows(table_text):
                "source": (f"HieronZhang/torch-spyre tools/cost_model/sweep_records.csv (the measurement database "
                           f"behind torch-spyre's cost model; log {rec['log_file']}, model {rec['model_sha']}, "
                           f"reps={rec['reps']}, median), record :{rec['line']}")}
+        if gen and gen != fx:
+            row["generated_fixture"] = gen
         if repeat != 1:
             row["repeat"] = repeat
         row["other_model"] = OTHER_MODEL
@@ -373,6 +426,26 @@ def sweep_rows(table_text):
             row["note"] = note
         rows.append(row)
     return rows
+
+
+def import_captures(src):
+    """Copies, from a directory of captured bundles (one <name>/ per kernel, as written by the
+    compiler: bundle.mlir and sdsc_*.json), those the current log's rows would run and
+    tests/fixtures/captured lacks into SWEEP_CAPTURED. Returns the names copied."""
+    src = Path(src)
+    copied = []
+    for rec in sweep_records():
+        d = captured_for(rec, roots=(ROOT / CAPTURED_ROOT, src))
+        if d is None or d.parent != src or d.name in copied:
+            continue
+        out = ROOT / SWEEP_CAPTURED / d.name
+        out.mkdir(parents=True, exist_ok=True)
+        for f in out.iterdir():
+            f.unlink()
+        for f in [d / "bundle.mlir"] + sorted(d.glob("sdsc_*.json")):
+            shutil.copyfile(f, out / f.name)
+        copied.append(d.name)
+    return copied
 
 
 def write_table():
@@ -400,9 +473,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--outroot", default=OUTROOT, help=f"default {OUTROOT} (repository-relative)")
+    ap.add_argument("--import-captures", metavar="DIR",
+                    help=f"copy the compiler's bundles for the current log's kernels from DIR/<name>/ into "
+                         f"{SWEEP_CAPTURED} (those tests/fixtures/captured lacks)")
     ap.add_argument("--table", action="store_true",
                     help="(re)write the current-log rows of measured.yaml (between the BEGIN/END markers)")
     a = ap.parse_args(argv)
+    if a.import_captures:
+        names = import_captures(a.import_captures)
+        print(f"{len(names)} captured bundles copied into {SWEEP_CAPTURED}")
+        return 0
     if a.table:
         print(f"{write_table()} rows of the current log written to {TABLE}")
         return 0
