@@ -240,9 +240,36 @@ void binary(Binary op, const TensorView& a, const TensorView& b, const TensorVie
   fail("unknown binary op");
 }
 
-void unary(Unary op, const TensorView& in, const TensorView& out, const Attrs& attrs) {
-  if (in.size != out.size)
-    fail("unary: input " + shape_str(in.size) + " and output " + shape_str(out.size) + " differ");
+namespace {
+
+// `t` read as a tensor of `shape`, numpy broadcasting: a dim of size 1 (or a missing leading
+// dim) repeats along the output by a stride of 0. Fails naming `what` when it does not broadcast.
+TensorView broadcast_to(const TensorView& t, const std::vector<int64_t>& shape, const char* what) {
+  if (t.size == shape) return t;
+  if (t.size.size() > shape.size())
+    fail(std::string(what) + ": input " + shape_str(t.size) + " has more dims than output " + shape_str(shape));
+  const auto st = t.strides();
+  const size_t shift = shape.size() - t.size.size();
+  TensorView v = t;
+  v.size = shape;
+  v.stride.assign(shape.size(), 0);
+  for (size_t j = shift; j < shape.size(); ++j) {
+    const int64_t n = t.size[j - shift];
+    if (n == shape[j])
+      v.stride[j] = n == 1 ? 0 : st[j - shift];
+    else if (n != 1)
+      fail(std::string(what) + ": input " + shape_str(t.size) + " and output " + shape_str(shape) +
+           " differ and do not broadcast");
+  }
+  return v;
+}
+
+}  // namespace
+
+void unary(Unary op, const TensorView& in_view, const TensorView& out, const Attrs& attrs) {
+  // An input that broadcasts to the output is read repeated: torch-spyre writes cat([x, x]) as an
+  // identity whose input has size 1 along the concatenated copies.
+  const TensorView in = broadcast_to(in_view, out.size, "unary");
   if (op == Unary::identity) return cast(in, out, attrs);
   auto v = load_f32(in, attrs.rules);
   auto apply = [&](auto f) {

@@ -106,7 +106,7 @@ enum class Unary {
 // Comparisons give 1/0 in out's format.
 void binary(Binary op, const TensorView& a, const TensorView& b, const TensorView& out,
             const Attrs& attrs = {});
-// out = op(in), same shape. Constants: leakyrelu alpha (default 0.01); clip clipMin/clipMax
+// out = op(in); in has out's shape or broadcasts to it (a size-1 dim repeats). Constants: leakyrelu alpha (default 0.01); clip clipMin/clipMax
 // (default -inf/+inf); softplus softplusBeta (1) softplusThresh (20); layernormscale eps (1e-5)
 // computes 1/sqrt(x + eps).
 void unary(Unary op, const TensorView& in, const TensorView& out, const Attrs& attrs = {});

@@ -226,3 +226,23 @@ TEST_CASE("ops: integer elementwise is exact and saturates") {
   ops::binary(ops::Binary::mul, A.v(), B.v(), W.v());
   CHECK(W.values() == std::vector<double>{128, -15, 0, -49, 10000, 127});
 }
+
+TEST_CASE("ops: unary and identity broadcast a size-1 input dim to the output (torch-spyre's cat)") {
+  // cat([x, x], dim=0) as the compiler writes it: identity from x [1, 4, 6] into out [2, 4, 6].
+  const auto x = randv(24, -4, 4, DataFormat::SEN169_FP16, 11);
+  Buf X(DataFormat::SEN169_FP16, {1, 4, 6}, x), O(DataFormat::SEN169_FP16, {2, 4, 6});
+  ops::unary(ops::Unary::identity, X.v(), O.v());
+  for (size_t i = 0; i < 48; ++i) CHECK(O.at(i) == x[i % 24]);
+  // ... and along the stick dim's neighbour: x [4, 1, 6] into [4, 2, 6] (cat on dim 1).
+  Buf Y(DataFormat::SEN169_FP16, {4, 1, 6}, x), P(DataFormat::SEN169_FP16, {4, 2, 6});
+  ops::unary(ops::Unary::identity, Y.v(), P.v());
+  for (size_t i = 0; i < 48; ++i) CHECK(P.at(i) == x[(i / 12) * 6 + i % 6]);
+  // A math op broadcasts the same way; a missing leading dim counts as size 1.
+  Buf Z(DataFormat::SEN169_FP16, {4, 6}, x), N(DataFormat::IEEE_FP32, {3, 4, 6});
+  ops::unary(ops::Unary::neg, Z.v(), N.v());
+  for (size_t i = 0; i < 72; ++i) CHECK(N.at(i) == -x[i % 24]);
+  // Shapes that do not broadcast still fail, naming both.
+  Buf Bad(DataFormat::SEN169_FP16, {3, 4, 6});
+  CHECK_THROWS_WITH(ops::unary(ops::Unary::identity, P.v(), Bad.v()),
+                    Catch::Contains("(4,2,6)") && Catch::Contains("(3,4,6)"));
+}
