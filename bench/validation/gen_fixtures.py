@@ -14,6 +14,7 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -201,6 +202,10 @@ def fixtures():
 # number) are left there; the rest are written between the BEGIN/END markers by --table.
 
 SWEEP_CSV = Path(__file__).resolve().parent / "sweep_current.csv"
+# The database's older logs (other builds, is_current=False), the kinds the compiler's bundles
+# were captured for: every record of their logs.
+SWEEP_OLDER_CSV = Path(__file__).resolve().parent / "sweep_older.csv"
+CURRENT_LOG = "cost_model_sweep_20260807_020123.log"
 # The current log's fixtures beyond those above: timing fixtures of validation section 7, in a
 # root of their own (the exec tests check the data of each kind on a few of them, not all).
 SWEEP_ROOT = "tests/fixtures/sweep"
@@ -209,10 +214,10 @@ SWEEP_ROOT = "tests/fixtures/sweep"
 SWEEP_CAPTURED = "tests/fixtures/sweep/captured"
 CAPTURED_ROOT = "tests/fixtures/captured"
 TABLE = Path(__file__).resolve().parent / "measured.yaml"
-BEGIN = "# BEGIN section 7, current log: written by `python3 bench/validation/gen_fixtures.py --table`"
-END = "# END section 7, current log"
-# the record's pred_us: the analytic model the database was gathered for, fitted to this very log
-OTHER_MODEL = "torch-spyre cost model (b8805a0, fitted to this log: in sample)"
+BEGIN = "# BEGIN section 7, the database's logs: written by `python3 bench/validation/gen_fixtures.py --table`"
+END = "# END section 7, the database's logs"
+# The kinds of the older logs: no generated bundle, the compiler's only (captured).
+OLDER_KINDS = {"neg", "gelu", "copy", "read", "sumrow", "mean", "mulbcast", "transpose", "cat0", "cat1"}
 SPAN_LIMIT = 256 << 20  # bytes one core's slice may span (hardware.md: per-core DDR span)
 SEP_NOTE = ("`{op}` is the same sum compiled as {k} separate add kernels (torch-spyre's own "
             "sweep, `_sep`), the record's time their sum: the row runs the add kernel {k} times")
@@ -224,22 +229,52 @@ WORKLOADS = {
                 "b kept as one stick per row)",
     "add_indep2": "two independent adds in one kernel, a + b and c + d (4R + 2W)",
     "bmm_3d2d_k_tiling": "act[4,1024,2048] @ W[2048,1024] (shared weight), K-tiled by the sweep's BENCH_TILES",
+    # the older logs' kinds, as the sweep's profile_ops.py defines them
+    "neg": "neg, -x (1R+1W)",
+    "gelu": "gelu (1R+1W)",
+    "copy": "x + 1.0 (1R+1W; the sweep's `copy`)",
+    "read": "x.sum(dim=-1) (the sweep's `read`)",
+    "sumrow": "x.sum(dim=-1) (the sweep's `sumrow`)",
+    "mean": "x.mean(dim=-1)",
+    "mulbcast": "a * b, b [1,N] broadcast over rows (the sweep's `mulbcast`)",
+    "transpose": "x.transpose(0, 1).contiguous() (the stick dim moves)",
+    "cat0": "torch.cat([x, x], dim=0)",
+    "cat1": "torch.cat([x, x], dim=1) (along the stick dim)",
 }
 
 
-def sweep_records():
-    """The current log's records: [dict] with numbers parsed, in file order."""
+def sweep_records(paths=(SWEEP_CSV, SWEEP_OLDER_CSV)):
+    """The records of the database the table takes whole (the current log, then the older logs'
+    kinds): [dict] with numbers parsed, in file order."""
     out = []
-    with open(SWEEP_CSV, newline="") as fh:
-        for r in csv.DictReader(fh):
-            r = dict(r)
-            r["line"] = int(r["id"].rsplit(":", 1)[1])
-            for k in ("rows", "cols", "tiles", "lx", "cores", "reps", "io_hbm_bytes"):
-                r[k] = int(r[k])
-            for k in ("kernel_us", "kernel_us_min", "kernel_us_std", "pred_us"):
-                r[k] = float(r[k])
-            out.append(r)
+    for path in paths:
+        with open(path, newline="") as fh:
+            for r in csv.DictReader(fh):
+                r = dict(r)
+                r["line"] = int(r["id"].rsplit(":", 1)[1])
+                for k in ("rows", "cols", "tiles", "lx", "cores", "reps", "io_hbm_bytes"):
+                    r[k] = int(r[k])
+                for k in ("kernel_us", "kernel_us_min", "kernel_us_std", "pred_us"):
+                    r[k] = float(r[k])
+                out.append(r)
     return out
+
+
+def record_key(rec):
+    return rec["log_file"], rec["line"]
+
+
+def cited_records(source):
+    """(log, record) pairs a row's source cites: `log <name>.log ... record :N` or `record(s) :N, :M`."""
+    src = " ".join(str(source or "").split())
+    logs = re.findall(r"log ([\w.-]+\.log)", src)
+    if len(logs) != 1 or "record" not in src:
+        return []
+    return [(logs[0], int(n)) for n in re.findall(r":(\d+)", src.split("record", 1)[1])]
+
+
+def other_model_name(rec):
+    return f"torch-spyre cost model ({rec['model_sha']}, fitted to this log: in sample)"
 
 
 @functools.lru_cache(maxsize=None)
@@ -304,6 +339,9 @@ def sweep_generated(rec):
         return (f"{SWEEP_ROOT}/add{k}_{shape}_c{cores}_{inter}", "addn",
                 {"inputs": k, "intermediates": inter, "shape": [m, n], "split": split}, 1,
                 f"{where}; " + lx_txt, None)
+    if op in OLDER_KINDS:
+        return (None, None, None, 1, lx_txt, f"no fixture: the compiler's bundle for this `{op}` was not captured "
+                                             f"and the generator does not write it")
     if op == "bmm_3d2d_k_tiling":
         if rec["tiles"] != 1:
             return (None, None, None, 1, lx_txt,
@@ -324,7 +362,8 @@ def captured_name(rec):
     op, shape = rec["op"], f"{rec['rows']}x{rec['cols']}_c{rec['cores']}"
     if op.endswith("_sep"):
         return f"add_{shape}"
-    if op in ("add", "amax", "bcast", "bcastcol", "add_indep2") or (op.startswith("add") and op[3:].isdigit()):
+    if op in ("add", "amax", "bcast", "bcastcol", "add_indep2") or (op.startswith("add") and op[3:].isdigit()) \
+            or op in OLDER_KINDS:
         return f"{op}_{shape}"
     return None
 
@@ -389,15 +428,14 @@ def sweep_fixtures():
 
 
 def sweep_rows(table_text):
-    """YAML rows for the records of the current log the hand-written table does not hold."""
+    """YAML rows for the records the hand-written table does not hold."""
     held = set()
-    for line in table_text.split("\n"):
-        if "cost_model_sweep_20260807_020123.log" in line and "record :" in line:
-            for num in line.split("record :")[1:]:
-                held.add(int("".join(ch for ch in num if ch.isdigit())))
+    for r in (yaml.safe_load(table_text) or {}).get("rows") or []:
+        if r.get("type") == "M":
+            held.update(cited_records(r.get("source")))
     rows = []
     for rec in sweep_records():
-        if rec["line"] in held:
+        if record_key(rec) in held:
             continue
         fx, gen, repeat, lx_txt, note = sweep_plan(rec)
         op, m, n = rec["op"], rec["rows"], rec["cols"]
@@ -408,19 +446,23 @@ def sweep_rows(table_text):
         else:
             wl = WORKLOADS[op]
         shapes = f"[{m},{n}]" if op != "bmm_3d2d_k_tiling" else "[4,1024,2048] @ [2048,1024]"
-        row = {"id": f"{op}_{m}x{n}_c{rec['cores']}_r{rec['line']}", "section": "7", "type": "M",
+        tag = "r" if rec["log_file"] == CURRENT_LOG else rec["log_file"].split("_")[0] + "r"
+        section = "7" if rec["log_file"] == CURRENT_LOG else "7o"  # 7o: the older logs (other builds)
+        row = {"id": f"{op}_{m}x{n}_c{rec['cores']}_{tag}{rec['line']}", "section": section, "type": "M",
                "workload": wl, "shapes": shapes, "dtype": "fp16", "cores": rec["cores"],
-               "layout": "default; work division not recorded (the fixture splits rows)"
-               if op != "bmm_3d2d_k_tiling" else "default; work division not recorded",
+               "layout": "default; work division not recorded"
+               + ("" if op == "bmm_3d2d_k_tiling" or "captured" in str(fx) else " (the fixture splits rows)"),
                "lx": lx_txt, "measured_us": rec["kernel_us"], "fixture": fx,
                "source": (f"HieronZhang/torch-spyre tools/cost_model/sweep_records.csv (the measurement database "
                           f"behind torch-spyre's cost model; log {rec['log_file']}, model {rec['model_sha']}, "
-                          f"reps={rec['reps']}, median), record :{rec['line']}")}
+                          f"reps={rec['reps']}, median"
+                          + ("" if rec["log_file"] == CURRENT_LOG else ", is_current=False: an older build")
+                          + f"), record :{rec['line']}")}
         if gen and gen != fx:
             row["generated_fixture"] = gen
         if repeat != 1:
             row["repeat"] = repeat
-        row["other_model"] = OTHER_MODEL
+        row["other_model"] = other_model_name(rec)
         row["other_model_us"] = rec["pred_us"]
         if note:
             row["note"] = note
@@ -484,7 +526,7 @@ def main(argv=None):
         print(f"{len(names)} captured bundles copied into {SWEEP_CAPTURED}")
         return 0
     if a.table:
-        print(f"{write_table()} rows of the current log written to {TABLE}")
+        print(f"{write_table()} rows of the database's logs written to {TABLE}")
         return 0
     todo = [(a.outroot, *f) for f in fixtures()] + [(SWEEP_ROOT, *f) for f in sweep_fixtures()]
     if a.list:
