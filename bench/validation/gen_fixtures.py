@@ -2,7 +2,11 @@
 """Generate the bundle fixtures that bench/validation/measured.yaml needs beyond the presets.
 
     python3 bench/validation/gen_fixtures.py            # (re)write them under tests/fixtures/bundles
+                                                        # and tests/fixtures/sweep
     python3 bench/validation/gen_fixtures.py --list     # names, kinds and parameters
+    python3 bench/validation/gen_fixtures.py --import-captures DIR   # the compiler's bundles for
+                                                        # the database's records, from DIR/<name>/
+    python3 bench/validation/gen_fixtures.py --table    # the database's rows of measured.yaml
 
 Each fixture is made by scripts/gen_bundle.py from a workload kind and -p overrides (the command is
 recorded in its README.md); this script then replaces the README's generic "Mirrors:" line with
@@ -196,10 +200,11 @@ def fixtures():
 
 
 # ----------------------------------------------------------------------------------------------
-# Section 7, the whole current log: every record of cost_model_sweep_20260807_020123.log (the
-# database's is_current=True rows, `sweep_current.csv`, a column extract of sweep_records.csv)
-# becomes a row of the table. Records already in the hand-written part of measured.yaml (by record
-# number) are left there; the rest are written between the BEGIN/END markers by --table.
+# Sections 7 and 7o, the cost model's database taken whole: every record of its current log
+# cost_model_sweep_20260807_020123.log (the is_current=True rows, `sweep_current.csv`) and of ten
+# of its older logs (`sweep_older.csv`), both column extracts of sweep_records.csv, becomes a row
+# of the table. Records the hand-written part of measured.yaml already cites (by log and record)
+# are left there; the rest are written between the BEGIN/END markers by --table.
 
 SWEEP_CSV = Path(__file__).resolve().parent / "sweep_current.csv"
 # The database's older logs (other builds, is_current=False), the kinds the compiler's bundles
@@ -209,7 +214,7 @@ CURRENT_LOG = "cost_model_sweep_20260807_020123.log"
 # The current log's fixtures beyond those above: timing fixtures of validation section 7, in a
 # root of their own (the exec tests check the data of each kind on a few of them, not all).
 SWEEP_ROOT = "tests/fixtures/sweep"
-# Bundles the real compiler wrote for the current log's kernels (--import-captures), where
+# Bundles the real compiler wrote for the database's kernels (--import-captures), where
 # tests/fixtures/captured has none; a row runs the compiler's bundle when there is one.
 SWEEP_CAPTURED = "tests/fixtures/sweep/captured"
 CAPTURED_ROOT = "tests/fixtures/captured"
