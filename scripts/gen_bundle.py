@@ -119,6 +119,9 @@ class Tensor:
             self.scale.update(scale)
         self.dtype = dtype
         self.home = None
+        # backGapCore_ of the tensor's HBM allocation: dim -> trailing gap in elements (the
+        # tensor is a tile of a larger one whose extent along the dim is size + gap)
+        self.gap = {}
         # an input read whole by every core along its reduced dims (a broadcast operand): those
         # dims may be split across cores, every core starting at index 0
         self.broadcast = False
@@ -141,18 +144,22 @@ class Tensor:
             return 1
         return ceil_div(size, self.per_stick) if d == self.stick else size
 
+    def extent(self, d):
+        """Elements of the whole (HBM) tensor along d: the size and any trailing gap."""
+        return self.sizes[d] + self.gap.get(d, 0)
+
     def strides(self):
         """dim -> byte stride of one step (one stick along the stick dim), formats.md B.5."""
         out, stride = {}, STICK_BYTES
         for d in self.layout:
             out[d] = stride
-            stride *= self.count(d, self.sizes[d])
+            stride *= self.count(d, self.extent(d))
         return out
 
     def total_bytes(self):
         n = STICK_BYTES
         for d in self.layout:
-            n *= self.count(d, self.sizes[d])
+            n *= self.count(d, self.extent(d))
         return n
 
     def slice_bytes(self, ss):
@@ -397,6 +404,9 @@ class BundleBuilder:
                 ("dim_prop_func", [{"Map": {}}, {"Const": {}}, {"Const": {}}]),
                 ("dim_prop_attr", [attr(ncores, "core"), attr(1, "corelet"), attr(1, "time")]),
                 ("data_", data)])
+            if op.placement == "hbm" and t.gap:
+                # torch-spyre's superdsc.py: HBM gaps under core "-1", element counts as strings
+                node["backGapCore_"] = OrderedDict((d, {"-1": str(g)}) for d, g in t.gap.items())
             wk = {}
             if op.split is not None:
                 wk = OrderedDict((str(c), asplit.core_slice(c)) for c in cores)
@@ -546,6 +556,14 @@ def gen_unary(b, p):
     split = Split(dims, parse_split(p["split"]))
     x = b.arg(Tensor("x", dims, n, layout, dims[-1], dtype=p["dtype"]))
     y = b.arg(Tensor("y", dims, n, layout, dims[-1], dtype=p["dtype"]))
+    gap = p.get("back_gap", {})
+    if not isinstance(gap, dict):
+        raise GenError("back_gap must be a dict {dim: elements}")
+    for d, g in gap.items():
+        if d not in dims or not isinstance(g, int) or g < 0:
+            raise GenError(f"back_gap: {d!r}: expected one of {dims} -> elements >= 0, got {g!r}")
+    x.gap = {d: g for d, g in gap.items() if g}
+    y.gap = dict(x.gap)
     b.add_sdsc(p["op"], n, split, [Operand(x, "hbm"), Operand(y, "hbm")], [0], [1],
                aten_op=UNARY_ATEN.get(p["op"]))
 
@@ -848,7 +866,9 @@ def gen_chain(b, p):
 
 # Parameters a kind takes only when given (so that bundles written before they existed, whose
 # debug ids hash the parameters, regenerate byte-identical): kind -> {name: default}.
-OPTIONAL = {"binary": {"broadcast": "none"}}
+OPTIONAL = {"binary": {"broadcast": "none"},
+            # both tensors are tiles of larger ones: dim -> trailing gap (backGapCore_)
+            "unary": {"back_gap": {}}}
 
 NOTES = {
     "softmax": "Reductions along a non-stick dim (dim 0 of the default [mb, out] layout, stick "

@@ -52,6 +52,10 @@ struct Allocation {  // a scheduleTree_ node with nodeType_ "allocate"
   std::vector<std::string> layout_dim_order;  // authoritative for this allocation
   std::vector<int64_t> max_dim_sizes;
   std::string indirect_alloc_type;  // "no_indirection" unless gather/paged
+  // backGapCore_: layout dim -> trailing gap in elements, the allocation's extent along that dim
+  // beyond the SDSC's N_ (HBM: of the whole tensor, key "-1"; LX: of each core's slice, one key
+  // per core, all equal). torch-spyre writes it for a tile of a larger tensor and a padded dim.
+  std::map<std::string, int64_t> back_gap;
   // Start address of each core's slice for corelet 0, time 0, indexed by core id
   // (size = max used core id + 1; unused ids hold {false, 0}). HBM: absolute address or symbol;
   // LX: byte offset inside that core's LX.
@@ -132,6 +136,12 @@ struct Sdsc {
   // an allocation may order differently (a broadcast operand laid out [out, mb] under a primary
   // [mb, out]); 1 when the dim is not in that layout.
   int32_t scale_of(const LabeledDs& ds, std::string_view dim) const;
+  // A ReStickifyOpHBM pads its iteration space so that both tensors' stick dims are whole sticks:
+  // a dim that is one tensor's stick dim and the other's non-stick dim then iterates past the
+  // tensors' extent, and torch-spyre (superdsc.py) writes the non-stick tensor's backGapCore_ on
+  // it the other way round (padded iteration extent minus the tensor's). Both tensors are that
+  // many elements short of N_ along the dim: dim -> shortfall. Empty for any other SDSC.
+  std::map<std::string, int64_t> restickify_pad() const;
 };
 
 // Parses and validates one SDSC. `file_name` labels error messages.

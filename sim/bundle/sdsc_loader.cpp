@@ -568,6 +568,7 @@ class SdscLoader {
         for (size_t k = 0; k < nm; ++k) a.max_dim_sizes.push_back(o->at(k).as_int(-1, k_max_dim));
       }
       if (auto o = v.opt("indirectAllocType_")) a.indirect_alloc_type = o->as_string();
+      if (auto o = v.opt("backGapCore_")) load_back_gap(a, *o);
       const LayoutInfo* layout = m_s.layout_for(ds);
       if (!layout) v.fail("no primaryDsInfo_ entry for dsType_ " + quote(ds.ds_type));
       for (const auto& sd : layout->stick_dim_order)
@@ -583,6 +584,38 @@ class SdscLoader {
         node.fail("labeled tensor " + std::to_string(ds.idx) + " (" + quote(ds.name) + ") has no allocate node");
   }
 
+  // backGapCore_: {"<dim>": {"<core>": "<elements>"}}, core "-1" for HBM (one value for the whole
+  // tensor), else each used core, all with the same value (per-core gaps are not modelled).
+  void load_back_gap(Allocation& a, const Node& g) const {
+    g.for_each_member([&](const std::string& dim, const Node& per_core) {
+      if (std::find(a.layout_dim_order.begin(), a.layout_dim_order.end(), dim) == a.layout_dim_order.end())
+        per_core.fail("dim " + quote(dim) + " is not in the allocation's layoutDimOrder_");
+      if (per_core.object_size(64) == 0) per_core.fail("expected {\"<core>\": \"<elements>\"}, got an empty object");
+      std::optional<int64_t> gap;
+      per_core.for_each_member([&](const std::string& core, const Node& val) {
+        if (core != "-1") {
+          auto c = parse_decimal(core);
+          if (!c || *c < 0 || std::find(m_s.core_ids.begin(), m_s.core_ids.end(), uint32_t(*c)) == m_s.core_ids.end())
+            val.fail("core key " + quote(core) + " is neither \"-1\" nor a used core id");
+        }
+        int64_t x = 0;
+        if (val.is_string()) {
+          auto d = parse_decimal(val.as_string());
+          if (!d) val.fail("expected a decimal element count, got " + quote(val.as_string()));
+          x = *d;
+        } else {
+          x = val.as_int();
+        }
+        if (x < 0 || x > k_max_dim) val.fail("gap " + std::to_string(x) + " outside [0, " + std::to_string(k_max_dim) + "]");
+        if (gap && *gap != x)
+          val.fail("gap " + std::to_string(x) + " differs from another core's " + std::to_string(*gap) +
+                   " (per-core gaps are not supported)");
+        gap = x;
+      }, 64);
+      a.back_gap[dim] = *gap;
+    }, 16);
+  }
+
   // Stick-tiled footprint (B.5): the first listed dim has a stride of one stick, each later dim
   // the product of the earlier counts; a stick dim counts sticks, not elements.
   void compute_footprint(Allocation& a, const LabeledDs& ds, const LayoutInfo& layout, const Node& at) const {
@@ -595,6 +628,9 @@ class SdscLoader {
       int32_t scale = m_s.scale_of(ds, dim);
       auto full = static_cast<uint64_t>(m_s.n_of(dim));
       auto core = static_cast<uint64_t>(std::max(m_s.ss_of(dim), m_s.el_of(dim)));
+      // A trailing gap widens the whole tensor (HBM) or each core's slice (LX).
+      if (auto g = a.back_gap.find(dim); g != a.back_gap.end())
+        (a.placement == Placement::hbm ? full : core) += static_cast<uint64_t>(g->second);
       if (scale < 0) full = core = 1;  // reduced or broadcast: one element (or one stick)
       uint64_t per_stick = 0;
       if (layout.stick_dim_order.size() == 1 && layout.stick_dim_order[0] == dim) {
@@ -874,6 +910,25 @@ int32_t Sdsc::scale_of(const LabeledDs& ds, std::string_view dim) const {
   auto it = std::find(li->layout_dim_order.begin(), li->layout_dim_order.end(), dim);
   const auto pos = static_cast<size_t>(it - li->layout_dim_order.begin());
   return it != li->layout_dim_order.end() && pos < ds.scale.size() ? ds.scale[pos] : 1;
+}
+
+std::map<std::string, int64_t> Sdsc::restickify_pad() const {
+  std::map<std::string, int64_t> out;
+  bool restickify = false;
+  for (const auto& op : compute_ops) restickify = restickify || op.op_func_name == "ReStickifyOpHBM";
+  if (!restickify) return out;
+  std::set<std::string> sticks;
+  for (const auto& ds : labeled_ds)
+    if (const LayoutInfo* li = layout_for(ds); li && li->stick_dim_order.size() == 1)
+      sticks.insert(li->stick_dim_order[0]);
+  for (const auto& a : allocations) {
+    if (a.placement != Placement::hbm || a.lds_idx >= labeled_ds.size()) continue;
+    const LayoutInfo* li = layout_for(labeled_ds[a.lds_idx]);
+    const std::string own_stick = li && li->stick_dim_order.size() == 1 ? li->stick_dim_order[0] : "";
+    for (const auto& [d, g] : a.back_gap)
+      if (d != own_stick && sticks.count(d) && g > 0) out[d] = std::max(out[d], g);
+  }
+  return out;
 }
 
 const LayoutInfo* Sdsc::layout_for(const LabeledDs& ds) const {

@@ -166,6 +166,29 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
     if (N <= 0) throw ExecError(where + ": dim '" + t.layout[i] + "' has no size in N_");
     tsize[i] = s.scale_of(ds, t.layout[i]) == 1 ? N : 1;
   }
+  // Trailing gaps: the tensor's extent along a dim exceeds the SDSC's (a tile of a larger tensor,
+  // a padded dim); HBM: of the whole tensor, LX: of each core's slice.
+  // (The loader checked that every gap's dim is in the layout.)
+  std::vector<int64_t> gap(n, 0);
+  for (const auto& [d, g] : al.back_gap) {
+    auto it = std::find(t.layout.begin(), t.layout.end(), d);
+    if (it != t.layout.end()) gap[size_t(it - t.layout.begin())] = g;
+  }
+  // A restickify's padded dims (Sdsc::restickify_pad): both tensors are that much short of N_;
+  // the non-stick one's layout ends there (its gap is not a trailing gap), the stick one pads its
+  // last stick.
+  const auto shrink = s.restickify_pad();
+  std::vector<bool> shrunk(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    auto it = shrink.find(t.layout[i]);
+    if (it == shrink.end() || s.scale_of(ds, t.layout[i]) != 1) continue;
+    if (it->second >= tsize[i])
+      throw ExecError(s.file + ": backGapCore_/" + t.layout[i] + ": gap " + std::to_string(it->second) +
+                      " of the restickify leaves nothing of N_ " + std::to_string(tsize[i]));
+    tsize[i] -= it->second;
+    if (i != t.stick_pos) gap[i] = 0;
+    shrunk[i] = true;
+  }
   // Host order.
   t.info.dims = host_dims(s, lds, t.layout);
   t.info.size.assign(t.info.dims.size(), 1);
@@ -177,12 +200,14 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
     host_index[i] = int32_t(it - t.info.dims.begin());
     t.info.size[size_t(host_index[i])] = tsize[i];
   }
+  const bool lx_alloc = al.placement == bundle::Placement::lx;
   // Whole-tensor layout: device dims outermost first, the stick lanes last.
   t.full_units.resize(n);
   t.full_stride.resize(n);
   int64_t stride = fmt::k_stick_bytes;
   for (size_t i = 0; i < n; ++i) {
-    t.full_units[i] = i == t.stick_pos ? ceil_div(tsize[i], eps) : tsize[i];
+    const int64_t ext = tsize[i] + (lx_alloc ? 0 : gap[i]);
+    t.full_units[i] = i == t.stick_pos ? ceil_div(ext, eps) : ext;
     t.full_stride[i] = stride;
     stride *= t.full_units[i];
   }
@@ -222,7 +247,8 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
   t.slice_stride.resize(n);
   stride = fmt::k_stick_bytes;
   for (size_t i = 0; i < n; ++i) {
-    t.slice_units[i] = i == t.stick_pos ? ceil_div(slice_elems[i], eps) : slice_elems[i];
+    const int64_t ext = slice_elems[i] + (lx_alloc ? gap[i] : 0);
+    t.slice_units[i] = i == t.stick_pos ? ceil_div(ext, eps) : ext;
     t.slice_stride[i] = stride;
     stride *= t.slice_units[i];
   }
@@ -262,6 +288,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
             e = k == int64_t(slices) - 1 ? el : ss;
           }
         }
+        if (shrunk[i] && o + e > tsize[i]) e = std::max<int64_t>(0, tsize[i] - o);  // the padding
         if (o + e > tsize[i])
           throw ExecError(where + " (" + ds.name + "): core " + std::to_string(c) +
                           "'s slice of dim '" + d + "' [" + std::to_string(o) + ", " +

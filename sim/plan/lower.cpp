@@ -119,6 +119,7 @@ class Lowerer {
 std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
   std::vector<Tensor> out;
   std::set<uint32_t> ins, outs;
+  const auto restickify_pad = s.restickify_pad();
   for (const auto& op : s.compute_ops) {
     ins.insert(op.inputs.begin(), op.inputs.end());
     outs.insert(op.outputs.begin(), op.outputs.end());
@@ -147,11 +148,19 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
     }
     t.dims = t.alloc >= 0 && !s.allocations[t.alloc].layout_dim_order.empty() ? s.allocations[t.alloc].layout_dim_order
              : li ? li->layout_dim_order : std::vector<std::string>{};
+    // The whole tensor's extent along each dim: N_, plus an HBM allocation's trailing gap
+    // (backGapCore_), less a restickify's padding (Sdsc::restickify_pad).
+    const Allocation* al = t.alloc >= 0 ? &s.allocations[t.alloc] : nullptr;
     uint64_t stride = m_card.stick_bytes;
     for (const auto& d : t.dims) {
       const bool red = s.scale_of(ds, d) < 0;
       const bool stk = d == stick_dim;
-      const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(1, s.n_of(d)));
+      int64_t ext = s.n_of(d);
+      const auto pad = restickify_pad.find(d);
+      if (pad != restickify_pad.end()) ext -= pad->second;
+      if (al && al->placement == Placement::hbm && (pad == restickify_pad.end() || stk))
+        if (auto g = al->back_gap.find(d); g != al->back_gap.end()) ext += g->second;
+      const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(1, ext));
       const uint64_t full = red ? 1 : stk ? ceil_div(n, t.stick_elems) : n;
       t.reduced.push_back(red);
       t.stick.push_back(stk);

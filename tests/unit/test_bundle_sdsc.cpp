@@ -286,6 +286,27 @@ TEST_CASE("bundle: malformed SDSC inputs raise LoadError naming file, path and r
       {"constant does not fit its format", "spyrecli_mean_keepdim_sdsc_0.json",
        [](Json& j) { dsc(j)["constantInfo_"]["0"]["data_"]["data_"]["[0, 0, 0]"][0] = "70000"; },
        "constantInfo_/0/data_/data_/[0, 0, 0]/0", "does not fit SEN169_FP16"},
+      {"backGapCore_ on a dim the allocation lacks", mm,
+       [](Json& j) { dsc(j)["scheduleTree_"][0]["backGapCore_"] = {{"zz", {{"-1", "64"}}}}; },
+       "scheduleTree_/0/backGapCore_/zz", "not in the allocation's layoutDimOrder_"},
+      {"backGapCore_ that differs per core", sm2,
+       [](Json& j) {
+         const std::string d = dsc(j)["scheduleTree_"][2]["layoutDimOrder_"][0].get<std::string>();
+         dsc(j)["scheduleTree_"][2]["backGapCore_"] = {{d, {{"0", "64"}, {"1", "32"}}}};
+       },
+       "scheduleTree_/2/backGapCore_/", "differs from another core's 64 (per-core gaps are not supported)"},
+      {"backGapCore_ gap not a number", mm,
+       [](Json& j) {
+         const std::string d = dsc(j)["scheduleTree_"][0]["layoutDimOrder_"][0].get<std::string>();
+         dsc(j)["scheduleTree_"][0]["backGapCore_"] = {{d, {{"-1", "sixty"}}}};
+       },
+       "scheduleTree_/0/backGapCore_/", "expected a decimal element count, got 'sixty'"},
+      {"backGapCore_ core key that is not a used core", mm,
+       [](Json& j) {
+         const std::string d = dsc(j)["scheduleTree_"][0]["layoutDimOrder_"][0].get<std::string>();
+         dsc(j)["scheduleTree_"][0]["backGapCore_"] = {{d, {{"99", "1"}}}};
+       },
+       "scheduleTree_/0/backGapCore_/", "core key '99' is neither \"-1\" nor a used core id"},
       {"wrong type", sm5, [](Json& j) { j.begin().value()["numCoresUsed_"] = "32"; },
        "/5_realdiv/numCoresUsed_", "expected an integer"},
   };
@@ -322,4 +343,36 @@ TEST_CASE("bundle: a coordinate fold with factor_ 0 loads (the compiler writes i
   dsc(j)["scheduleTree_"][0]["coordinates_"]["coordInfo"]["mb"]["folds"]["dim_prop_attr"][3]["factor_"] = 0;
   const Sdsc s = parse_sdsc_json(j.dump(), "sdsc_0.json");
   CHECK(s.allocations[0].coord_folds.at("mb").at(3).factor == 0);
+}
+
+TEST_CASE("bundle: backGapCore_ widens an HBM tensor and each core's LX slice", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  // HBM (the mm input, node 0): the whole tensor grows by the gap along the dim.
+  Json j = Json::parse(text_of("spyrecli_mm_sdsc_0.json"));
+  const Sdsc plain = parse_sdsc_json(j.dump(), "sdsc_0.json");
+  const Allocation& a0 = plain.allocations.at(0);
+  REQUIRE(a0.placement == Placement::hbm);
+  const std::string outer = a0.layout_dim_order.back();  // a non-stick dim of more than one element
+  const int64_t n = plain.n_of(outer);
+  REQUIRE(n > 1);
+  dsc(j)["scheduleTree_"][0]["backGapCore_"] = {{outer, {{"-1", std::to_string(n)}}}};
+  const Sdsc gapped = parse_sdsc_json(j.dump(), "sdsc_0.json");
+  CHECK(gapped.allocations.at(0).back_gap == std::map<std::string, int64_t>{{outer, n}});
+  CHECK(gapped.allocations.at(0).tensor_bytes == 2 * a0.tensor_bytes);  // twice the extent
+  CHECK(gapped.allocations.at(0).bytes_per_core == a0.bytes_per_core);  // the same slices
+  // LX (a softmax intermediate): each core's slice grows, one key per core, all equal.
+  Json l = Json::parse(text_of("spyrecli_softmax_sdsc_2.json"));
+  const Sdsc lplain = parse_sdsc_json(l.dump(), "sdsc_2.json");
+  const Allocation& x = lplain.allocations.at(2);
+  REQUIRE(x.placement == Placement::lx);
+  Json per_core = Json::object();
+  for (uint32_t c : lplain.core_ids) per_core[std::to_string(c)] = 64;  // integers load too
+  // The stick dim: 64 more elements is one more stick per row of sticks.
+  const std::string stick = lplain.layout_for(lplain.labeled_ds.at(x.lds_idx))->stick_dim_order.at(0);
+  dsc(l)["scheduleTree_"][2]["backGapCore_"] = {{stick, per_core}};
+  const Sdsc lgapped = parse_sdsc_json(l.dump(), "sdsc_2.json");
+  const Allocation& y = lgapped.allocations.at(2);
+  CHECK(y.back_gap.at(stick) == 64);
+  CHECK(y.bytes_per_core > x.bytes_per_core);
+  CHECK(y.tensor_bytes == x.tensor_bytes);
 }

@@ -62,10 +62,18 @@ Addressing addressing(const bundle::LoadedBundle& truth, const exec::KernelTenso
   a.host_dims = kt.info.dims;
   a.host_size.assign(a.host_dims.size(), 1);
   a.base = arg_address;
+  // backGapCore_ of the HBM node, read from the file: {"<dim>": {"-1": "<elements>"}}, the whole
+  // tensor's extent past N_ along the dim.
+  const auto& node = s.raw.begin().value().at("dscs_").at(0).begin().value().at("scheduleTree_").at(al->node_index);
+  auto gap_of = [&](const std::string& d) -> int64_t {
+    if (!node.contains("backGapCore_") || !node.at("backGapCore_").contains(d)) return 0;
+    return std::stoll(node.at("backGapCore_").at(d).at("-1").get<std::string>());
+  };
   int64_t stride = 128;
   for (size_t i = 0; i < al->layout_dim_order.size(); ++i) {
     const std::string& d = al->layout_dim_order[i];
     const int64_t size = s.scale_of(ds, d) == 1 ? s.n_of(d) : 1;
+    const int64_t extent = s.scale_of(ds, d) == 1 ? size + gap_of(d) : 1;
     auto it = std::find(a.host_dims.begin(), a.host_dims.end(), d);
     REQUIRE(it != a.host_dims.end());
     const int h = int(it - a.host_dims.begin());
@@ -74,7 +82,7 @@ Addressing addressing(const bundle::LoadedBundle& truth, const exec::KernelTenso
     a.layout_stride.push_back(stride);
     const bool stick = d == li->stick_dim_order[0];
     if (stick) a.stick_layout_dim = int(i);
-    stride *= stick ? (size + a.eps - 1) / a.eps : size;
+    stride *= stick ? (extent + a.eps - 1) / a.eps : extent;
   }
   // The executor's logical shape must be the one the SDSC gives.
   REQUIRE(a.host_size == kt.info.size);
