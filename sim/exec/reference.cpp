@@ -556,11 +556,28 @@ Stored store_of(const RefTensor& t, const TensorInfo& info) {
   s.v.assign(size_t(device_elements(info)), NAN);
   if (!t.have.empty()) s.have.assign(s.v.size(), 0);
   if (!t.m.empty()) s.m.assign(s.v.size(), NAN);
+  std::vector<uint8_t> written(s.v.size(), 0);
   for_each_device_index(info, [&](int64_t e, int64_t d) {
     s.v[size_t(d)] = t.v[size_t(e)];
+    written[size_t(d)] = 1;
     if (!t.have.empty()) s.have[size_t(d)] = t.have[size_t(e)];
     if (!t.m.empty()) s.m[size_t(d)] = t.m[size_t(e)];
   });
+  // The executor writes whole sticks, their padding lanes (past the stick dim's extent) as zero
+  // (fmt::Padding::zero): a later op that reads them (a matmul over a restickify's padded
+  // output) sees zeros, not an unwritten NaN.
+  const size_t eps = size_t(fmt::k_stick_bytes * 8 / fmt::bits_per_element(info.format));
+  for (size_t k = 0; eps && k + eps <= s.v.size(); k += eps) {
+    if (std::find(written.begin() + ptrdiff_t(k), written.begin() + ptrdiff_t(k + eps), 1) ==
+        written.begin() + ptrdiff_t(k + eps))
+      continue;
+    for (size_t l = k; l < k + eps; ++l)
+      if (!written[l]) {
+        s.v[l] = 0.0;
+        if (!s.have.empty()) s.have[l] = 1;
+        if (!s.m.empty()) s.m[l] = 0.0;
+      }
+  }
   return s;
 }
 

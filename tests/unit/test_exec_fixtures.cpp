@@ -64,16 +64,32 @@ Addressing addressing(const bundle::LoadedBundle& truth, const exec::KernelTenso
   a.base = arg_address;
   // backGapCore_ of the HBM node, read from the file: {"<dim>": {"-1": "<elements>"}}, the whole
   // tensor's extent past N_ along the dim.
-  const auto& node = s.raw.begin().value().at("dscs_").at(0).begin().value().at("scheduleTree_").at(al->node_index);
-  auto gap_of = [&](const std::string& d) -> int64_t {
+  const auto& dsc = s.raw.begin().value().at("dscs_").at(0).begin().value();
+  auto gap_in = [](const nlohmann::ordered_json& node, const std::string& d) -> int64_t {
     if (!node.contains("backGapCore_") || !node.at("backGapCore_").contains(d)) return 0;
     return std::stoll(node.at("backGapCore_").at(d).at("-1").get<std::string>());
   };
+  const auto& node = dsc.at("scheduleTree_").at(al->node_index);
+  // A ReStickifyOpHBM iterates each stick dim padded to whole sticks; the tensor whose non-stick
+  // dim that is carries a gap there of (padded - real) elements: both tensors are that short of N_.
+  std::map<std::string, int64_t> pad;
+  if (dsc.at("computeOp_").at(0).at("opFuncName") == "ReStickifyOpHBM") {
+    auto stick_of = [&](size_t lds) {
+      const std::string role = dsc.at("labeledDs_").at(lds).at("dsType_").get<std::string>();
+      return dsc.at("primaryDsInfo_").at(role).at("stickDimOrder_").at(0).get<std::string>();
+    };
+    for (const auto& n : dsc.at("scheduleTree_"))
+      for (size_t o = 0; o < dsc.at("labeledDs_").size(); ++o)
+        if (n.value("component_", "") == "hbm" && stick_of(o) != stick_of(n.at("ldsIdx_").get<size_t>()))
+          if (const int64_t g = gap_in(n, stick_of(o)); g > 0) pad[stick_of(o)] = g;
+  }
   int64_t stride = 128;
   for (size_t i = 0; i < al->layout_dim_order.size(); ++i) {
     const std::string& d = al->layout_dim_order[i];
-    const int64_t size = s.scale_of(ds, d) == 1 ? s.n_of(d) : 1;
-    const int64_t extent = s.scale_of(ds, d) == 1 ? size + gap_of(d) : 1;
+    const bool padded = pad.count(d) > 0;
+    const int64_t size = s.scale_of(ds, d) == 1 ? s.n_of(d) - (padded ? pad.at(d) : 0) : 1;
+    const int64_t trailing = padded && d != li->stick_dim_order[0] ? 0 : gap_in(node, d);
+    const int64_t extent = s.scale_of(ds, d) == 1 ? size + trailing : 1;
     auto it = std::find(a.host_dims.begin(), a.host_dims.end(), d);
     REQUIRE(it != a.host_dims.end());
     const int h = int(it - a.host_dims.begin());
