@@ -275,33 +275,33 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
     const auto t0 = std::chrono::steady_clock::now();
     exec::SparseMemory mem;
     const auto kts = exec::kernel_tensors(lb, resolved, bindings);
-    // --input NAME=FILE.npy
-    std::map<size_t, std::string> given;
+    // --input NAME=FILE.npy, NAME argN (or N), or argN+OFFSET for a view of argument N.
+    std::map<size_t, std::string> given;  // by position in kts
     for (const auto& spec : a.inputs) {
       const auto eq = spec.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
         throw InputError("--input: expected NAME=FILE.npy, got '" + spec + "'");
       std::string name = spec.substr(0, eq);
-      if (name.rfind("arg", 0) == 0) name = name.substr(3);
-      char* end = nullptr;
-      const unsigned long idx = std::strtoul(name.c_str(), &end, 10);
-      bool ok = !name.empty() && *end == '\0';
-      const exec::KernelTensor* kt = nullptr;
-      for (const auto& k : kts)
-        if (ok && k.arg_index == idx && k.read_first) kt = &k;
-      if (!kt) {
+      if (name.rfind("arg", 0) != 0) name = "arg" + name;
+      size_t k = 0;
+      while (k < kts.size() && !(kts[k].read_first && exec::kernel_tensor_label(kts[k]) == name)) ++k;
+      if (k == kts.size()) {
         std::string names;
-        for (const auto& k : kts)
-          if (k.read_first) names += (names.empty() ? "" : ", ") + ("arg" + std::to_string(k.arg_index));
+        for (const auto& t : kts)
+          if (t.read_first) names += (names.empty() ? "" : ", ") + exec::kernel_tensor_label(t);
         throw InputError("--input: '" + spec.substr(0, eq) + "' is not a kernel input (inputs: " +
                          names + ")");
       }
-      given[idx] = spec.substr(eq + 1);
+      given[k] = spec.substr(eq + 1);
     }
     nlohmann::json tensors = nlohmann::json::array();
-    std::map<size_t, nlohmann::json> entry;
-    for (const auto& kt : kts) {
+    std::map<size_t, nlohmann::json> entry;  // by position in kts
+    for (size_t k = 0; k < kts.size(); ++k) {
+      const exec::KernelTensor& kt = kts[k];
+      const std::string label = exec::kernel_tensor_label(kt);
       nlohmann::json e{{"arg", kt.arg_index},
+                       {"offset", kt.offset},
+                       {"label", label},
                        {"name", lb.bundle.args[kt.arg_index].name},
                        {"role", kt.read_first ? (kt.written ? "inout" : "input") : "output"},
                        {"dims", kt.info.dims},
@@ -310,24 +310,24 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
                        {"address", kt.info.base}};
       if (kt.read_first) {
         std::vector<float> v;
-        if (auto g = given.find(kt.arg_index); g != given.end()) {
+        if (auto g = given.find(k); g != given.end()) {
           exec::NpyArray arr = exec::read_npy(g->second);
           if (arr.values.size() != size_t(kt.info.numel()))
             throw InputError("--input " + g->second + ": shape " + shape_text(arr.shape) +
-                             " does not match arg" + std::to_string(kt.arg_index) + "'s " +
-                             shape_text(kt.info.size));
+                             " does not match " + label + "'s " + shape_text(kt.info.size));
           v = std::move(arr.values);
           e["source"] = g->second;
         } else {
-          v = exec::random_values(a.seed, kt.arg_index, size_t(kt.info.numel()));
+          // A view's values are drawn from the seed moved by its offset (the argument itself: offset 0).
+          v = exec::random_values(a.seed + kt.offset, kt.arg_index, size_t(kt.info.numel()));
           e["source"] = "random";
         }
         exec::write_tensor(mem, kt.info, v);
         if (!a.out_dir.empty())
-          exec::write_npy(std::filesystem::path(a.out_dir) / ("arg" + std::to_string(kt.arg_index) + "_input.npy"),
+          exec::write_npy(std::filesystem::path(a.out_dir) / (label + "_input.npy"),
                           exec::read_tensor(mem, kt.info), kt.info.size);
       }
-      entry[kt.arg_index] = e;
+      entry[k] = e;
     }
     const auto ref = exec::reference(resolved, kts, mem);
     exec::ExecOptions opt;
@@ -335,14 +335,15 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
     const exec::ExecStats st = exec::run(lb, resolved, mem, opt);
     bool all_pass = true;
     int checked = 0;
-    for (const auto& kt : kts) {
-      auto& e = entry[kt.arg_index];
+    for (size_t k = 0; k < kts.size(); ++k) {
+      const exec::KernelTensor& kt = kts[k];
+      auto& e = entry[k];
       if (!kt.written) continue;
       const auto out = exec::read_tensor(mem, kt.info);
       if (!a.out_dir.empty())
-        exec::write_npy(std::filesystem::path(a.out_dir) / ("arg" + std::to_string(kt.arg_index) + "_output.npy"),
+        exec::write_npy(std::filesystem::path(a.out_dir) / (exec::kernel_tensor_label(kt) + "_output.npy"),
                         out, kt.info.size);
-      if (auto it = ref.outputs.find(kt.arg_index); it != ref.outputs.end()) {
+      if (auto it = ref.outputs.find(k); it != ref.outputs.end()) {
         const exec::Comparison c = exec::compare(out, it->second);
         auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
         e["check"] = {{"compared", c.compared},
@@ -356,7 +357,7 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
         all_pass = all_pass && c.pass;
         ++checked;
       } else {
-        auto u = ref.unavailable.find(kt.arg_index);
+        auto u = ref.unavailable.find(k);
         e["check"] = {{"result", "not checked"},
                       {"why", u != ref.unavailable.end() ? u->second : "no reference"}};
       }
@@ -395,7 +396,7 @@ std::string format_data(const nlohmann::json& d) {
     std::string shape = "[";
     for (size_t i = 0; i < t["shape"].size(); ++i) shape += (i ? "," : "") + std::to_string(t["shape"][i].get<int64_t>());
     shape += "]";
-    std::snprintf(buf, sizeof buf, "  arg%-2zu %-6s %-14s %-12s", t["arg"].get<size_t>(), t["role"].get<std::string>().c_str(),
+    std::snprintf(buf, sizeof buf, "  %-5s %-6s %-14s %-12s", t["label"].get<std::string>().c_str(), t["role"].get<std::string>().c_str(),
                   shape.c_str(), t["format"].get<std::string>().c_str());
     s += buf;
     if (t.contains("check")) {

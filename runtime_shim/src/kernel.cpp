@@ -146,8 +146,10 @@ BoundKernel bind_kernel(DeviceBackend& mem, KernelCache& cache, const ComputeLau
       fail(e.what());
     }
     for (const auto& kt : kts) {
-      const uint64_t base = kt.info.base, n = kt.info.image_bytes;
-      const std::string arg = "argument " + std::to_string(kt.arg_index) + " (" +
+      // A tile of a larger tensor touches only its own sticks (span_bytes), not the gapped image.
+      const uint64_t base = kt.info.base, n = kt.info.span_bytes;
+      const std::string arg = "argument " + std::to_string(kt.arg_index) +
+                              (kt.offset ? " at +" + std::to_string(kt.offset) : std::string()) + " (" +
                               prog->lb.bundle.args[kt.arg_index].name + ", " + kt.info.sdsc_file + " " +
                               kt.info.name + ")";
       const auto live = l.find_live(base);

@@ -100,7 +100,11 @@ void write_tensor_raw(Memory& mem, const TensorInfo& info, std::span<const uint8
                     std::to_string(fmt::bytes_for(info.format, size_t(info.numel()))));
   std::vector<uint8_t> image(info.image_bytes);
   const auto st = fmt::contiguous_strides(info.size);
-  fmt::host_to_device(host_of(info, elements.data(), st), info.layout, image.data());
+  // A tile of a larger tensor: the image's other sticks hold other data (the other half of a
+  // cat's input), so they are read and written back unchanged.
+  if (info.gapped) mem.read(info.base, image.data(), image.size());
+  fmt::host_to_device(host_of(info, elements.data(), st), info.layout, image.data(),
+                      info.gapped ? fmt::Padding::leave : fmt::Padding::zero);
   mem.write(info.base, image.data(), image.size());
 }
 
@@ -142,24 +146,33 @@ std::vector<float> random_values(uint64_t seed, size_t arg, size_t n) {
 // ---------------------------------------------------------------------------------------------
 // Kernel arguments
 // ---------------------------------------------------------------------------------------------
+std::string kernel_tensor_label(const KernelTensor& kt) {
+  return "arg" + std::to_string(kt.arg_index) + (kt.offset ? "+" + std::to_string(kt.offset) : "");
+}
+
 std::vector<KernelTensor> kernel_tensors(const bundle::LoadedBundle& lb,
                                          const std::vector<bundle::ResolvedExecution>& plan,
                                          const bundle::Bindings& bindings) {
   std::map<uint64_t, size_t> arg_of_addr;
   for (size_t i = 0; i < lb.bundle.args.size() && i < bindings.args.size(); ++i)
     if (!lb.bundle.args[i].is_dimension) arg_of_addr.emplace(bindings.args[i], i);
-  std::map<size_t, KernelTensor> found;
+  const uint64_t pool_end = bindings.pool_base + lb.bundle.pool_bytes.value_or(0);
+  std::map<std::pair<size_t, uint64_t>, KernelTensor> found;
   for (const auto& r : plan) {
     for (const auto& op : r.sdsc->compute_ops) {
       auto touch = [&](uint32_t lds, bool write) {
         const auto* alloc = r.sdsc->allocation(lds, bundle::Placement::hbm);
         if (!alloc) return;
         TensorInfo info = describe_tensor(r, lds);
-        auto it = arg_of_addr.find(info.base);
-        if (it == arg_of_addr.end()) return;
-        auto [kt, fresh] = found.try_emplace(it->second);
+        if (info.base >= bindings.pool_base && info.base < pool_end) return;  // kernel-private
+        auto it = arg_of_addr.upper_bound(info.base);
+        if (it == arg_of_addr.begin()) return;
+        --it;
+        const uint64_t offset = info.base - it->first;
+        auto [kt, fresh] = found.try_emplace({it->second, offset});
         if (fresh) {
           kt->second.arg_index = it->second;
+          kt->second.offset = offset;
           kt->second.info = std::move(info);
           kt->second.read_first = !write;
         }

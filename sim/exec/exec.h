@@ -72,6 +72,11 @@ struct TensorInfo {
   // otherwise ExecError. LX tensors: 0.
   uint64_t base = 0;
   uint64_t image_bytes = 0;  // fmt::device_image_bytes(layout)
+  // The tensor is a tile of a larger one (backGapCore_): the image holds sticks of other data
+  // past each dim's extent, and span_bytes (from base to the end of the last stick holding one
+  // of this tensor's elements) is less than image_bytes. Otherwise span_bytes == image_bytes.
+  bool gapped = false;
+  uint64_t span_bytes = 0;
 
   int64_t numel() const;
 };
@@ -84,11 +89,18 @@ TensorInfo describe_tensor(const bundle::ResolvedExecution& r, uint32_t lds_idx)
 // touch reads it (a kernel input), `written` when some execution writes it (a kernel output).
 struct KernelTensor {
   size_t arg_index = 0;
+  // Bytes past the argument's address: a view (a slice, one half of a cat) that the bundle
+  // addresses as `%arg_N + offset`; 0 for the argument itself.
+  uint64_t offset = 0;
   TensorInfo info;
   bool read_first = false;
   bool written = false;
 };
-// Address arguments that no execution touches are left out.
+// "arg<N>", or "arg<N>+<offset>" for a view.
+std::string kernel_tensor_label(const KernelTensor& kt);
+// One entry per (argument, offset) the bundle's HBM tensors start at, ordered by both; a tensor
+// is attributed to the argument with the largest address at or below its base (outside the
+// kernel's HBM pool). Address arguments that no execution touches are left out.
 std::vector<KernelTensor> kernel_tensors(const bundle::LoadedBundle& lb,
                                          const std::vector<bundle::ResolvedExecution>& plan,
                                          const bundle::Bindings& bindings);

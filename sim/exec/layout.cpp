@@ -219,6 +219,14 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
   t.info.layout.device_size.push_back(eps);
   t.info.layout.dim_map.push_back(host_index[t.stick_pos]);
   t.info.image_bytes = fmt::device_image_bytes(t.info.layout);
+  // The span this tensor's own sticks cover (less than the image when it has a trailing gap).
+  t.info.span_bytes = fmt::k_stick_bytes;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t own = i == t.stick_pos ? ceil_div(tsize[i], eps) : tsize[i];
+    t.info.span_bytes += uint64_t(std::max<int64_t>(own - 1, 0) * t.full_stride[i]);
+    t.info.gapped = t.info.gapped || own != t.full_units[i];
+  }
+  if (!t.info.gapped) t.info.span_bytes = t.info.image_bytes;
 
   // Per-core slices.
   const auto own = own_slices(s, al);

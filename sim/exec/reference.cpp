@@ -650,19 +650,20 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
       }
     }
   }
-  for (const auto& kt : kernel) {
+  for (size_t k = 0; k < kernel.size(); ++k) {
+    const KernelTensor& kt = kernel[k];
     if (!kt.written) continue;
     const Key key{false, kt.info.base, 0};
     auto it = store.find(key);
     if (it != store.end()) {
       try {
-        res.outputs[kt.arg_index] = logical_of(it->second, kt.info);
+        res.outputs[k] = logical_of(it->second, kt.info);
       } catch (const Unavailable& u) {
-        res.unavailable[kt.arg_index] = u.why;
+        res.unavailable[k] = u.why;
       }
     } else {
       auto b = broken.find(key);
-      res.unavailable[kt.arg_index] = b != broken.end() ? b->second : "not computed";
+      res.unavailable[k] = b != broken.end() ? b->second : "not computed";
     }
   }
   return res;

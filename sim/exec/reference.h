@@ -48,8 +48,10 @@ struct RefOptions {
 };
 
 struct RefResult {
-  std::map<size_t, RefTensor> outputs;       // by kernel argument index
-  std::map<size_t, std::string> unavailable;  // by kernel argument index: why not computed
+  // By position in the `kernel` vector given to reference() (a kernel tensor: an argument or a
+  // view of one).
+  std::map<size_t, RefTensor> outputs;
+  std::map<size_t, std::string> unavailable;  // why not computed
 };
 
 // Evaluates the bundle. `mem` holds the kernel inputs (written before exec::run); it is only read.

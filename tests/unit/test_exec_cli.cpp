@@ -160,3 +160,43 @@ TEST_CASE("exec cli: --input feeds a kernel input from a .npy file", "[exec][cli
   CHECK(s.code == 1);
   CHECK(s.err.find("--seed") != std::string::npos);
 }
+
+TEST_CASE("exec cli: views of an argument (%arg_N + offset) are kernel tensors of their own", "[exec][cli]") {
+  auto captured = [](const char* name) {
+    return (fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured" / name).string();
+  };
+  // torch.cat of two slices: the compiler writes the halves of arg2 at offsets 0 and 65536.
+  const Result r = vspyre_run({captured("ov_cat_kv_c32"), "--json"});
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  const json& d = j["data"];
+  CHECK(d["all_pass"] == true);
+  CHECK(d["checked"] == 2);
+  std::vector<std::string> outs;
+  for (const auto& t : d["tensors"])
+    if (t["role"] == "output") {
+      outs.push_back(t["label"].get<std::string>());
+      CHECK(t["arg"] == 2);
+      CHECK(t["check"]["result"] == "PASS");
+    }
+  CHECK(outs == std::vector<std::string>{"arg2", "arg2+65536"});
+
+  // An input view: --input names it argN+OFFSET, its values reach the output unchanged (a copy).
+  TempDir t;
+  const std::string f = captured("ov_copy_d2d_kslice_c32");
+  std::vector<float> v(size_t(32) * 1024);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(int(i % 1000) - 500) / 8.0f;  // exact in DL16
+  vspyre::exec::write_npy(t.dir / "k.npy", v, std::vector<int64_t>{32, 1024});
+  const fs::path out = t.dir / "out";
+  const Result c = vspyre_run({f, "--input", "arg0+327680=" + (t.dir / "k.npy").string(), "--out", out.string()});
+  REQUIRE(c.code == 0);
+  CHECK(fs::exists(out / "arg0+327680_input.npy"));
+  const auto y = vspyre::exec::read_npy(out / "arg1_output.npy");
+  REQUIRE(y.values.size() == v.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < v.size(); ++i) bad += y.values[i] != v[i];
+  CHECK(bad == 0);
+  const Result n = vspyre_run({f, "--input", "arg0=" + (t.dir / "k.npy").string()});
+  CHECK(n.code == 1);
+  CHECK(n.err.find("not a kernel input (inputs: arg0+327680)") != std::string::npos);
+}

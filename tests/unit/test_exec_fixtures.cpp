@@ -165,13 +165,15 @@ std::vector<float> get(exec::Memory& mem, const Addressing& a) {
 struct Outcome {
   int checked = 0, passed = 0;
   std::string report;
-  std::map<size_t, std::vector<float>> inputs, outputs;  // by argument, as the device holds them
+  std::map<size_t, std::vector<float>> inputs, outputs;  // by kernel tensor (see Inputs), as the device holds them
   std::map<size_t, exec::RefTensor> refs;
   std::map<size_t, exec::Comparison> cmps;
   uint64_t macs = 0;
 };
 
-// Host values per kernel argument (replacing the random ones), and a change made to an output
+// Host values per kernel tensor (by position in exec::kernel_tensors: the argument index when
+// the bundle touches every argument and has no views), replacing the random ones, and a change
+// made to an output
 // after the run, before the comparison (a wrong result the check must catch).
 using Inputs = std::map<size_t, std::vector<float>>;
 using Tamper = std::function<void(size_t arg, std::vector<float>& out)>;
@@ -186,16 +188,17 @@ Outcome check(const bundle::LoadedBundle& truth, const bundle::LoadedBundle& dev
   exec::SparseMemory mem;
   size_t n_in = 0, n_out = 0;
   std::map<size_t, Addressing> addr;
-  for (const auto& kt : kts) {
-    addr.emplace(kt.arg_index, addressing(truth, kt, b.args[kt.arg_index]));
-    // The executor's base for the argument is the bound address.
-    CHECK(kt.info.base == b.args[kt.arg_index]);
+  for (size_t k = 0; k < kts.size(); ++k) {
+    const auto& kt = kts[k];
+    addr.emplace(k, addressing(truth, kt, b.args[kt.arg_index] + kt.offset));
+    // The executor's base for the argument is the bound address (plus a view's offset).
+    CHECK(kt.info.base == b.args[kt.arg_index] + kt.offset);
     if (kt.read_first) {
       ++n_in;
-      auto g = given.find(kt.arg_index);
-      put(mem, addr.at(kt.arg_index),
+      auto g = given.find(k);
+      put(mem, addr.at(k),
           g != given.end() ? g->second
-                           : exec::random_values(seed, kt.arg_index, size_t(kt.info.numel())));
+                           : exec::random_values(seed + kt.offset, kt.arg_index, size_t(kt.info.numel())));
     }
     if (kt.written) ++n_out;
   }
@@ -204,27 +207,28 @@ Outcome check(const bundle::LoadedBundle& truth, const bundle::LoadedBundle& dev
   exec::RefResult ref = exec::reference(plan_truth, kts, mem);
   Outcome o;
   if (!given.empty() || tamper)
-    for (const auto& kt : kts)
-      if (kt.read_first) o.inputs[kt.arg_index] = get(mem, addr.at(kt.arg_index));
+    for (size_t k = 0; k < kts.size(); ++k)
+      if (kts[k].read_first) o.inputs[k] = get(mem, addr.at(k));
   const exec::ExecStats st = exec::run(device, plan_dev, mem);
   o.macs = st.macs;
-  for (const auto& kt : kts) {
+  for (size_t k = 0; k < kts.size(); ++k) {
+    const auto& kt = kts[k];
     if (!kt.written) continue;
-    auto out = get(mem, addr.at(kt.arg_index));
-    if (tamper) tamper(kt.arg_index, out);
-    o.outputs[kt.arg_index] = out;
-    auto it = ref.outputs.find(kt.arg_index);
+    auto out = get(mem, addr.at(k));
+    if (tamper) tamper(k, out);
+    o.outputs[k] = out;
+    auto it = ref.outputs.find(k);
     if (it == ref.outputs.end()) {
-      o.report += " arg" + std::to_string(kt.arg_index) + ": no reference (" +
-                  (ref.unavailable.count(kt.arg_index) ? ref.unavailable.at(kt.arg_index) : "?") + ")";
+      o.report += " " + exec::kernel_tensor_label(kt) + ": no reference (" +
+                  (ref.unavailable.count(k) ? ref.unavailable.at(k) : "?") + ")";
       continue;
     }
     const exec::Comparison c = exec::compare(out, it->second);
     ++o.checked;
     if (c.pass) ++o.passed;
-    o.cmps[kt.arg_index] = c;
-    if (!given.empty() || tamper) o.refs[kt.arg_index] = std::move(it->second);
-    o.report += " arg" + std::to_string(kt.arg_index) + ": err " + std::to_string(c.norm_err) +
+    o.cmps[k] = c;
+    if (!given.empty() || tamper) o.refs[k] = std::move(it->second);
+    o.report += " " + exec::kernel_tensor_label(kt) + ": err " + std::to_string(c.norm_err) +
                 " tol " + std::to_string(c.tolerance) + " max_abs " + std::to_string(c.max_abs) +
                 " n " + std::to_string(c.compared) + (c.pass ? " PASS" : " FAIL");
   }
