@@ -222,10 +222,50 @@ RefTensor shaped(const TensorInfo& info) {
   return t;
 }
 
-// Error budget of element i in units of eps (RefTensor::m): depth x m, 0 for a kernel input.
-double budget(const RefTensor& t, size_t i) {
+// Error budget of element i (RefTensor::m): depth x m in units of eps(t.format), 0 for a kernel
+// input, expressed in units of eps(to), the format the op rounds into: an fp8 intermediate read
+// by a DL16 op carries 2^-3 / 2^-9 = 64 DL16 epsilons per fp8 epsilon of budget.
+double budget(const RefTensor& t, size_t i, fmt::DataFormat to) {
   if (t.depth == 0) return 0.0;
-  return double(t.depth) * (t.m.empty() ? std::fabs(t.v[i]) : t.m[i]);
+  const double b = double(t.depth) * (t.m.empty() ? std::fabs(t.v[i]) : t.m[i]);
+  const double from_eps = format_epsilon(t.format), to_eps = format_epsilon(to);
+  return from_eps > 0 && to_eps > 0 && from_eps != to_eps ? b * (from_eps / to_eps) : b;
+}
+
+// The smallest normal magnitude of a format: below it a rounding's error is absolute (an fp8
+// E4M3 subnormal step is 2^-9), so a rounding into `f` counts as one of at least that magnitude.
+double min_normal(fmt::DataFormat f) {
+  switch (f) {
+    case fmt::DataFormat::SEN169_FP16: return std::ldexp(1.0, -30);
+    case fmt::DataFormat::IEEE_FP16: return std::ldexp(1.0, -14);
+    case fmt::DataFormat::SEN143_FP8: return std::ldexp(1.0, -6);
+    case fmt::DataFormat::SEN152_FP8: return std::ldexp(1.0, -14);
+    case fmt::DataFormat::SEN153_FP9: return std::ldexp(1.0, -14);
+    default: return std::ldexp(1.0, -126);  // fp32, bf16
+  }
+}
+
+// The magnitude a rounding of v into f is measured against: |v|, at least f's smallest normal.
+double rounded(double v, fmt::DataFormat f) { return std::max(std::fabs(v), min_normal(f)); }
+
+// Format conversions (value-preserving but for the rounding into the output format).
+bool is_cast(const std::string& op) {
+  return op == "fp8todl16" || op == "fp32todl16" || op == "dl16tofp32" || op == "cast";
+}
+
+// Unary ops whose function depends on the SDSC's constants (as vspyre::ops reads them):
+// clip (clipMin, clipMax) and the fp8 quantisers (x * scaleact, 1 without the constant).
+std::optional<std::function<double(double)>> unary_fn_with_constants(const bundle::Sdsc& s,
+                                                                       const std::string& op) {
+  if (op == "clip") {
+    const double lo = constant_value(s, "clipMin", -INFINITY), hi = constant_value(s, "clipMax", INFINITY);
+    return [lo, hi](double x) { return std::isnan(x) ? x : std::min(std::max(x, lo), hi); };
+  }
+  if (op == "qfp8ch" || op == "qfp8mb" || op == "qfp8wt") {
+    const double scale = constant_value(s, "scaleact", 1.0);
+    return [scale](double x) { return x * scale; };
+  }
+  return std::nullopt;
 }
 
 // Computes out.v and, unless every operand is a kernel input (then the bound is one rounding of
@@ -252,11 +292,13 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     }
   };
   const std::string& name = op.op_func_name;
-  if (auto f = unary_fn(name); f && in.size() == 1) {
+  auto f = is_cast(name) ? unary_fn("identity") : unary_fn(name);
+  if (!f) f = unary_fn_with_constants(s, name);
+  if (f && in.size() == 1) {
     RefTensor tmp;
     const RefTensor& a = conform(in0, out.dims, out.size, tmp);
     for (int64_t e = 0; e < n; ++e) out.v[size_t(e)] = (*f)(a.v[size_t(e)]);
-    const bool copy = name == "identity" || name == "shuffle" || name == "ReStickifyOpHBM";
+    const bool copy = name == "identity" || name == "shuffle" || name == "ReStickifyOpHBM" || is_cast(name);
     if (copy) out.depth = in0.format == out.format ? depth : depth + 1;
     if (copy && out.depth == a.depth) {
       out.m = a.m;  // no rounding: the same values with the same bound
@@ -264,10 +306,10 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     }
     if (a.depth > 0) {
       // m = (|f'(x)| E_x + |f(x)|) / depth.
-      const auto df = unary_deriv(name);
+      const auto df = unary_deriv(is_cast(name) ? "identity" : name);
       out.m.resize(size_t(n));
       for (size_t e = 0; e < size_t(n); ++e)
-        out.m[e] = (mulz(budget(a, e), unary_slope(df, *f, a.v[e])) + std::fabs(out.v[e])) / out.depth;
+        out.m[e] = (mulz(budget(a, e, out.format), unary_slope(df, *f, a.v[e])) + rounded(out.v[e], out.format)) / out.depth;
     }
     return out;
   }
@@ -295,7 +337,7 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       const double x = c0.v[i0], y = c1.v[i1];
       out.v[e] = (*f)(x, y);
       if (!exact)
-        out.m[e] = ((*prop)(x, y, budget(c0, i0), budget(c1, i1)) + std::fabs(out.v[e])) / out.depth;
+        out.m[e] = ((*prop)(x, y, budget(c0, i0, out.format), budget(c1, i1, out.format)) + rounded(out.v[e], out.format)) / out.depth;
     };
     if (c0.size == out.size && c1.size == out.size) {
       for (size_t e = 0; e < size_t(n); ++e) one(e, e, e);
@@ -339,11 +381,11 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
         if (r == "max") acc = std::max(acc, x);
         else if (r == "min") acc = std::min(acc, x);
         else acc += x;
-        if (!exact) acc_e = extreme ? std::max(acc_e, budget(a, at)) : acc_e + budget(a, at);
+        if (!exact) acc_e = extreme ? std::max(acc_e, budget(a, at, out.format)) : acc_e + budget(a, at, out.format);
       }
       out.v[size_t(e)] = r == "mean" ? acc * scale : acc;
       if (!exact)
-        out.m[size_t(e)] = ((r == "mean" ? mulz(acc_e, std::fabs(scale)) : acc_e) + std::fabs(out.v[size_t(e)])) /
+        out.m[size_t(e)] = ((r == "mean" ? mulz(acc_e, std::fabs(scale)) : acc_e) + rounded(out.v[size_t(e)], out.format)) /
                            out.depth;
     }
     return out;
@@ -396,8 +438,8 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     if (!exact) {
       ea.resize(in0.v.size());
       eb.resize(in1.v.size());
-      for (size_t i = 0; i < ea.size(); ++i) ea[i] = budget(in0, i);
-      for (size_t i = 0; i < eb.size(); ++i) eb[i] = budget(in1, i);
+      for (size_t i = 0; i < ea.size(); ++i) ea[i] = budget(in0, i, out.format);
+      for (size_t i = 0; i < eb.size(); ++i) eb[i] = budget(in1, i, out.format);
       out.m.assign(size_t(n), 0.0);
     }
     const double* ebv = eb.data();
@@ -458,7 +500,7 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
           acc += x * y;
           acc_e += qa[j * ka] * std::fabs(y) + std::fabs(x) * qb[j * kbb];
         }
-        out.m[size_t(e)] = (acc_e + std::fabs(acc)) / out.depth;
+        out.m[size_t(e)] = (acc_e + rounded(acc, out.format)) / out.depth;
       }
       out.v[size_t(e)] = acc;
       if (every > 1) out.have[size_t(e)] = 1;
@@ -701,7 +743,7 @@ Comparison compare(std::span<const float> device, const RefTensor& ref) {
     // The magnitude that got rounded on the way: the error bound m, at least |r| (a NaN bound
     // falls back to |r|, today's single-rounding check).
     const double mi = ref.m.empty() ? 0.0 : ref.m[i];
-    const double den = (mi > std::fabs(r) ? mi : std::fabs(r)) + floor;
+    const double den = std::max(mi > std::fabs(r) ? mi : std::fabs(r), min_normal(ref.format)) + floor;
     c.norm_err = std::max(c.norm_err, den > 0 ? e / den : (e > 0 ? INFINITY : 0.0));
   }
   c.pass = ok && c.compared > 0 && c.norm_err <= c.tolerance;

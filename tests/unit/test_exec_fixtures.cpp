@@ -501,6 +501,28 @@ TEST_CASE("reference: the bound still catches a wrong element of a chain", "[exe
   }
 }
 
+TEST_CASE("reference: an fp8 intermediate's rounding is budgeted in fp8 epsilons", "[exec][reference]") {
+  // torch-spyre's quantize_fp8_with_scale -> dequantize_fp8_with_scale: reciprocal, mul, clip,
+  // qfp8ch (DL16 -> fp8 E4M3), fp8todl16, mul. The fp8 step rounds to 3 fraction bits (and to
+  // 2^-9 steps below 2^-6), far more than the 6 DL16 roundings' tolerance allows.
+  const auto lb = bundle::load_bundle(k_captured / "fp8_qdq_128x512_c32");
+  const Outcome o = check(lb, lb, 7, {}, [](size_t, std::vector<float>&) {});
+  INFO(o.report);
+  REQUIRE(o.cmps.size() == 1);
+  const auto& [k, c] = *o.cmps.begin();
+  const exec::RefTensor& r = o.refs.at(k);
+  CHECK(r.depth == 6);
+  CHECK(c.pass);
+  CHECK(c.max_rel > 8 * c.tolerance);  // one DL16 rounding per op could not explain the output
+  // An error twice an fp8 rounding's is still caught.
+  size_t at = 0;
+  while (at < r.v.size() && std::fabs(r.v[at]) < 0.5) ++at;
+  REQUIRE(at < r.v.size());
+  const Outcome bad = check(lb, lb, 7, {}, [at](size_t, std::vector<float>& out) { out[at] *= 1.25f; });
+  REQUIRE(bad.cmps.size() == 1);
+  CHECK_FALSE(bad.cmps.begin()->second.pass);
+}
+
 TEST_CASE("reference: one op on kernel inputs keeps the single-rounding check", "[exec][reference]") {
   // neg and add of two inputs: one rounding of the result, so m is |r| (left empty) and the
   // comparison is exactly the one relative to |r|.
