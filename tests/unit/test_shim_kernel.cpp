@@ -393,7 +393,7 @@ TEST_CASE("shim: H2D and D2H take PCIe time on the card clock", "[shim][kernel]"
   CHECK(st->d2h_bytes >= 2 * kBytes);
 }
 
-TEST_CASE("shim: kernel launches with bad arguments fail at synchronize", "[shim][kernel]") {
+TEST_CASE("shim: kernel launches with bad arguments fail at synchronize, and reading past an input runs", "[shim][kernel]") {
   auto ctx = card_context();
   auto* s = ctx->getDefaultStream();
   Compiled c("add_2048x1024_c32");
@@ -420,29 +420,19 @@ TEST_CASE("shim: kernel launches with bad arguments fail at synchronize", "[shim
   // The stream still works afterwards.
   plan.launch(s, {&args[0].dev, &args[1].dev, &args[2].dev});
   s->synchronize();
-}
 
-TEST_CASE("shim: a kernel that reads past an input's allocation runs, unless VSPYRE_STRICT_BOUNDS=1", "[shim][kernel]") {
-  // torch-spyre's fp8 kernels at [1,2,8] read whole 128-element sticks of 8-wide fp16 rows: the
-  // card reads past the allocation and uses only the real lanes.
-  auto ctx = card_context();
-  auto* s = ctx->getDefaultStream();
-  Compiled c("add_2048x1024_c32");
-  std::vector<Arg> args = make_args(*ctx, c.dir, 5);
-  JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
-  auto small = ctx->getAllocator()->allocate(4096, tensor_directive());
+  // An input allocation smaller than the kernel's tensor runs, unless VSPYRE_STRICT_BOUNDS=1:
+  // torch-spyre's fp8 kernels at [1,2,8] read whole 128-element sticks of 8-wide fp16 rows, and
+  // the card reads past the allocation and uses only the real lanes.
   unsetenv("VSPYRE_STRICT_BOUNDS");
   plan.launch(s, {&small, &args[1].dev, &args[2].dev});
   CHECK(error_of([&] { s->synchronize(); }).empty());
   setenv("VSPYRE_STRICT_BOUNDS", "1", 1);
   plan.launch(s, {&small, &args[1].dev, &args[2].dev});
-  const std::string e = error_of([&] { s->synchronize(); });
+  e = error_of([&] { s->synchronize(); });
   unsetenv("VSPYRE_STRICT_BOUNDS");
   CHECK(has(e, "argument 0"));
   CHECK(has(e, "out of bounds"));
-  // A write past the allocation is an error either way (the output is argument 2).
-  plan.launch(s, {&args[0].dev, &args[1].dev, &small});
-  CHECK(has(error_of([&] { s->synchronize(); }), "out of bounds"));
 }
 
 TEST_CASE("shim: the process runtime uses the card config from VSPYRE_CONFIG", "[shim][kernel]") {
