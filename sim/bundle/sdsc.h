@@ -140,7 +140,8 @@ struct Sdsc {
   // a dim that is one tensor's stick dim and the other's non-stick dim then iterates past the
   // tensors' extent, and torch-spyre (superdsc.py) writes the non-stick tensor's backGapCore_ on
   // it the other way round (padded iteration extent minus the tensor's). Both tensors are that
-  // many elements short of N_ along the dim: dim -> shortfall. Empty for any other SDSC.
+  // many elements short of N_ along the dim: dim -> shortfall. Only gaps that fit padding count
+  // (see the definition); empty for any other SDSC.
   std::map<std::string, int64_t> restickify_pad() const;
 };
 

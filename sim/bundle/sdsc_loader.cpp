@@ -917,16 +917,26 @@ std::map<std::string, int64_t> Sdsc::restickify_pad() const {
   bool restickify = false;
   for (const auto& op : compute_ops) restickify = restickify || op.op_func_name == "ReStickifyOpHBM";
   if (!restickify) return out;
-  std::set<std::string> sticks;
+  std::map<std::string, int64_t> sticks;  // a tensor's stick dim -> its elements per stick
   for (const auto& ds : labeled_ds)
-    if (const LayoutInfo* li = layout_for(ds); li && li->stick_dim_order.size() == 1)
-      sticks.insert(li->stick_dim_order[0]);
+    if (const LayoutInfo* li = layout_for(ds); li && li->stick_dim_order.size() == 1 && !li->stick_size.empty())
+      sticks[li->stick_dim_order[0]] = li->stick_size[0];
   for (const auto& a : allocations) {
     if (a.placement != Placement::hbm || a.lds_idx >= labeled_ds.size()) continue;
     const LayoutInfo* li = layout_for(labeled_ds[a.lds_idx]);
     const std::string own_stick = li && li->stick_dim_order.size() == 1 ? li->stick_dim_order[0] : "";
-    for (const auto& [d, g] : a.back_gap)
-      if (d != own_stick && sticks.count(d) && g > 0) out[d] = std::max(out[d], g);
+    for (const auto& [d, g] : a.back_gap) {
+      auto st = sticks.find(d);
+      if (d == own_stick || st == sticks.end() || g <= 0 || st->second <= 0) continue;
+      // Only a padded dim: N_ is the real extent rounded up to whole sticks (so the gap is less
+      // than a stick and the real extent is not whole sticks), and torch-spyre does not split
+      // it. Otherwise the gap is an ordinary trailing one (a tile of a larger tensor, as in its
+      // flash attention, whose restickify carries a gap of 128 on a split dim of N_ 128). A
+      // trailing gap that meets all four conditions would be misread; the JSON cannot tell.
+      const int64_t n = n_of(d), eps = st->second, real = n - g;
+      if (real > 0 && n % eps == 0 && real % eps != 0 && g < eps && slices_of(d) == 1)
+        out[d] = std::max(out[d], g);
+    }
   }
   return out;
 }

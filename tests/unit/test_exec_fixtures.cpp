@@ -72,16 +72,26 @@ Addressing addressing(const bundle::LoadedBundle& truth, const exec::KernelTenso
   const auto& node = dsc.at("scheduleTree_").at(al->node_index);
   // A ReStickifyOpHBM iterates each stick dim padded to whole sticks; the tensor whose non-stick
   // dim that is carries a gap there of (padded - real) elements: both tensors are that short of N_.
+  // (Only a gap that fits padding: N_ whole sticks, the rest not, less than a stick, the dim not
+  // split; torch-spyre's flash attention has an ordinary trailing gap of N_ on a split dim.)
   std::map<std::string, int64_t> pad;
   if (dsc.at("computeOp_").at(0).at("opFuncName") == "ReStickifyOpHBM") {
+    const auto& top = s.raw.begin().value();
+    auto role_of = [&](size_t lds) { return dsc.at("labeledDs_").at(lds).at("dsType_").get<std::string>(); };
     auto stick_of = [&](size_t lds) {
-      const std::string role = dsc.at("labeledDs_").at(lds).at("dsType_").get<std::string>();
-      return dsc.at("primaryDsInfo_").at(role).at("stickDimOrder_").at(0).get<std::string>();
+      return dsc.at("primaryDsInfo_").at(role_of(lds)).at("stickDimOrder_").at(0).get<std::string>();
+    };
+    auto eps_of = [&](size_t lds) {
+      return dsc.at("primaryDsInfo_").at(role_of(lds)).at("stickSize_").at(0).get<int64_t>();
     };
     for (const auto& n : dsc.at("scheduleTree_"))
       for (size_t o = 0; o < dsc.at("labeledDs_").size(); ++o)
-        if (n.value("component_", "") == "hbm" && stick_of(o) != stick_of(n.at("ldsIdx_").get<size_t>()))
-          if (const int64_t g = gap_in(n, stick_of(o)); g > 0) pad[stick_of(o)] = g;
+        if (n.value("component_", "") == "hbm" && stick_of(o) != stick_of(n.at("ldsIdx_").get<size_t>())) {
+          const std::string d = stick_of(o);
+          const int64_t g = gap_in(n, d), full = dsc.at("N_").at(d + "_").get<int64_t>(), e = eps_of(o);
+          const int64_t split = top.at("numWkSlicesPerDim_").value(d, int64_t{1});
+          if (g > 0 && g < e && full % e == 0 && (full - g) % e != 0 && split == 1) pad[d] = g;
+        }
   }
   int64_t stride = 128;
   for (size_t i = 0; i < al->layout_dim_order.size(); ++i) {
