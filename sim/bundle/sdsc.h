@@ -120,6 +120,11 @@ struct Sdsc {
   std::vector<Allocation> allocations;
   std::vector<LabeledDs> labeled_ds;  // index == ldsIdx_
   std::vector<Constant> constants;
+  // coordinateMasking_: dim -> [start, start + length) ranges of that dim whose input elements
+  // the ops read as the constant maskingConstId_ names (torch-spyre: the padding lanes of a
+  // padded stick dim, as the reduction's identity or exp's -inf). Empty: no masking.
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> coordinate_masking;
+  int masking_constant = -1;  // index in `constants` of the mask value; >= 0 iff masking
   std::vector<ComputeOp> compute_ops;
   std::map<std::string, std::vector<int64_t>> dim_symbols;  // dimToSymbolMapping_ ids per dim
   std::vector<int64_t> symbols;  // every symbol id the SDSC references, ascending, unique

@@ -413,6 +413,7 @@ class SdscLoader {
     load_labeled_ds(d.at("labeledDs_"));
     load_schedule_tree(d.at("scheduleTree_"));
     load_constants(d.opt("constantInfo_"));
+    load_masking(d.opt("coordinateMasking_"), d.opt("maskingConstId_"));
     load_compute_ops(d.at("computeOp_"));
     if (auto o = d.opt("dimToSymbolMapping_")) {
       o->for_each_member([&](const std::string& dim, const Node& v) {
@@ -785,6 +786,32 @@ class SdscLoader {
         at.fail("LX overflow: offset " + std::to_string(x) + " + " + std::to_string(a.bytes_per_core) +
                 " bytes exceeds the " + std::to_string(m_limits.lx_usable()) + " usable LX bytes per core");
     }
+  }
+
+  // coordinateMasking_ {"<dim>": [[start, length], ...]} (or "{}"), maskingConstId_ (-1 or the
+  // constantInfo_ key of the mask value).
+  void load_masking(const std::optional<Node>& masking, const std::optional<Node>& const_id) {
+    if (masking && !(masking->is_string() && masking->as_string() == "{}")) {
+      masking->for_each_member([&](const std::string& dim, const Node& ranges) {
+        const int64_t n = m_s.n_of(dim);
+        if (n < 0) ranges.fail("dim " + quote(dim) + " is not in N_");
+        const size_t k = ranges.array_size(64);
+        for (size_t i = 0; i < k; ++i) {
+          const Node r = ranges.at(i);
+          if (r.array_size(2) != 2) r.fail("expected [start, length]");
+          const int64_t start = r.at(size_t{0}).as_int(0, n), len = r.at(size_t{1}).as_int(0, n);
+          if (start + len > n)
+            r.fail("range [" + std::to_string(start) + ", +" + std::to_string(len) + ") runs past N_ " + std::to_string(n));
+          m_s.coordinate_masking[dim].emplace_back(start, len);
+        }
+      }, 16);
+    }
+    const int64_t id = const_id ? const_id->as_int(-1, 1 << 20) : -1;
+    if (m_s.coordinate_masking.empty()) return;
+    if (id < 0) (const_id ? *const_id : *masking).fail("coordinateMasking_ is set but maskingConstId_ names no constant");
+    for (size_t i = 0; i < m_s.constants.size(); ++i)
+      if (m_s.constants[i].key == std::to_string(id)) m_s.masking_constant = static_cast<int>(i);
+    if (m_s.masking_constant < 0) const_id->fail("no constantInfo_ entry " + quote(std::to_string(id)) + " for the mask value");
   }
 
   void load_constants(const std::optional<Node>& node) {

@@ -282,6 +282,37 @@ struct Executor {
     }
   }
 
+  // coordinateMasking_: the input elements at masked coordinates read as the mask constant
+  // (torch-spyre: a padded stick dim's padding lanes as the reduction's identity, or -inf before
+  // exp). Returns whether anything was masked.
+  static bool mask_input(const bundle::Sdsc& s, const TensorInfo& info, std::vector<uint8_t>& buf,
+                         const std::string& where) {
+    const int bits = fmt::bits_per_element(info.format);
+    if (bits % 8 != 0) throw ExecError(where + ": coordinateMasking_ of a sub-byte format is not implemented");
+    const size_t w = size_t(bits / 8);
+    uint8_t code[16] = {};
+    const float value = float(decode_constant(s.constants.at(size_t(s.masking_constant))));
+    fmt::convert(fmt::DataFormat::IEEE_FP32, &value, info.format, code, 1);
+    bool any = false;
+    for (const auto& [dim, ranges] : s.coordinate_masking) {
+      auto it = std::find(info.dims.begin(), info.dims.end(), dim);
+      if (it == info.dims.end()) continue;
+      const size_t k = size_t(it - info.dims.begin());
+      const int64_t size = info.size[k];
+      if (size <= 1) continue;  // reduced or broadcast here
+      int64_t inner = 1, outer = 1;
+      for (size_t j = 0; j < info.size.size(); ++j) (j < k ? outer : inner) *= j == k ? 1 : info.size[j];
+      for (const auto& [start, len] : ranges)
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t c = std::max<int64_t>(start, 0); c < std::min(start + len, size); ++c)
+            for (int64_t e = 0; e < inner; ++e) {
+              std::memcpy(buf.data() + size_t((o * size + c) * inner + e) * w, code, w);
+              any = true;
+            }
+    }
+    return any;
+  }
+
   void execute(const bundle::ResolvedExecution& r) {
     const bundle::Sdsc& s = *r.sdsc;
     ++st.executions;
@@ -327,10 +358,17 @@ struct Executor {
       for (uint32_t i : op.inputs)
         if (!(red && i == op.outputs[0])) in_ids.push_back(i);
       std::vector<ops::TensorView> ins;
+      std::vector<std::vector<uint8_t>> masked;  // inputs with coordinateMasking_ applied
+      masked.reserve(in_ids.size());
       for (uint32_t i : in_ids) {
         auto& buf = load(i);
         auto& t = tensor(i);
-        ins.push_back(ops::view(buf.data(), t.info.format, t.info.size));
+        const uint8_t* data = buf.data();
+        if (!s.coordinate_masking.empty()) {
+          masked.push_back(buf);
+          if (mask_input(s, t.info, masked.back(), where)) data = masked.back().data();
+        }
+        ins.push_back(ops::view(data, t.info.format, t.info.size));
       }
       auto& ot = tensor(op.outputs[0]);
       std::vector<uint8_t> obuf(fmt::bytes_for(ot.info.format, size_t(ot.info.numel())));

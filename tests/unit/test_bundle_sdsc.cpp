@@ -307,6 +307,22 @@ TEST_CASE("bundle: malformed SDSC inputs raise LoadError naming file, path and r
          dsc(j)["scheduleTree_"][0]["backGapCore_"] = {{d, {{"99", "1"}}}};
        },
        "scheduleTree_/0/backGapCore_/", "core key '99' is neither \"-1\" nor a used core id"},
+      {"coordinateMasking_ on a dim not in N_", mm,
+       [](Json& j) { dsc(j)["coordinateMasking_"] = {{"zz", {{0, 1}}}}; },
+       "coordinateMasking_/zz", "is not in N_"},
+      {"coordinateMasking_ range past N_", mm,
+       [](Json& j) {
+         const int64_t n = dsc(j)["N_"]["mb_"].get<int64_t>();
+         dsc(j)["coordinateMasking_"] = {{"mb", {{n - 1, 2}}}};
+         dsc(j)["maskingConstId_"] = 0;
+       },
+       "coordinateMasking_/mb/0", "runs past N_"},
+      {"coordinateMasking_ without its mask constant", mm,
+       [](Json& j) {
+         dsc(j)["coordinateMasking_"] = {{"mb", {{0, 1}}}};
+         dsc(j)["maskingConstId_"] = 3;
+       },
+       "maskingConstId_", "no constantInfo_ entry '3' for the mask value"},
       {"wrong type", sm5, [](Json& j) { j.begin().value()["numCoresUsed_"] = "32"; },
        "/5_realdiv/numCoresUsed_", "expected an integer"},
   };

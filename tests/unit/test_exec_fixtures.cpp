@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -549,6 +550,44 @@ TEST_CASE("reference: one op on kernel inputs keeps the single-rounding check", 
     CHECK(c.norm_err == relative_to_result(o.outputs.at(arg), r));
     CHECK(c.pass);
   }
+}
+
+TEST_CASE("exec: coordinateMasking_ reads the masked input coordinates as the mask constant", "[exec]") {
+  // torch-spyre masks a padded stick dim's padding lanes for a reduction (max: -inf, DL16 code
+  // 0xFFFF) and for exp. Here the last stick of every row of a 4096x2048 max holds 10, more than
+  // any real value; masked, the row maxima are those of the first 1984 columns.
+  const fs::path src = k_fixtures / "amax_4096x2048_c32";
+  testing::TempDir tmp;
+  fs::copy_file(src / "bundle.mlir", tmp.dir / "bundle.mlir");
+  auto j = nlohmann::ordered_json::parse(testing::slurp(src / "sdsc_0.json"));
+  auto& dsc = j.begin().value()["dscs_"][0].begin().value();
+  dsc["coordinateMasking_"] = {{"out", {{1984, 64}}}};
+  dsc["maskingConstId_"] = 0;
+  dsc["constantInfo_"] = {{"0", {{"name_", "samv-maskvalue"}, {"dataFormat_", "SEN169_FP16"},
+                                 {"data_", {{"data_", {{"[0, 0, 0]", {65535}}}}}}}}};
+  {
+    std::ofstream f(tmp.dir / "sdsc_0.json");
+    f << j.dump();
+  }
+  const auto lb = bundle::load_bundle(tmp.dir);
+  const auto& sd = lb.sdsc("sdsc_0.json");
+  REQUIRE(sd.coordinate_masking.at("out") == std::vector<std::pair<int64_t, int64_t>>{{1984, 64}});
+  std::vector<float> x = exec::random_values(3, 0, size_t(4096) * 2048);
+  for (size_t r = 0; r < 4096; ++r)
+    for (size_t c = 1984; c < 2048; ++c) x[r * 2048 + c] = 10.0f;
+  const Outcome o = check(lb, lb, 7, {{0, x}}, [](size_t, std::vector<float>&) {});
+  INFO(o.report);
+  CHECK(o.passed == 1);  // the reference masks too
+  const auto& in = o.inputs.at(0);
+  const auto& out = o.outputs.at(1);
+  REQUIRE(out.size() == 4096);
+  size_t wrong = 0;
+  for (size_t r = 0; r < 4096; ++r) {
+    float m = -INFINITY;
+    for (size_t c = 0; c < 1984; ++c) m = std::max(m, in[r * 2048 + c]);
+    wrong += out[r] != m;
+  }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("exec: same seed gives bit-identical outputs, another seed different ones", "[exec]") {
