@@ -7,12 +7,15 @@
 #include <typeinfo>
 
 #include "kernel.h"
+#include "sim/exec/exec.h"
 #include "shim_internal.h"
 
 namespace vspyre::shim {
 
-DeviceBackend::DeviceBackend() : kernels_(std::make_shared<KernelCache>()) {}
+DeviceBackend::DeviceBackend() : kernels_(std::make_shared<KernelCache>()), lx_(std::make_unique<exec::LxState>()) {}
 DeviceBackend::~DeviceBackend() = default;
+
+DeviceBackend::LxAccess DeviceBackend::lx() { return {std::unique_lock<std::mutex>(lx_mutex_), lx_.get()}; }
 
 void DeviceBackend::fill(uint64_t dmva, size_t n, const void* pattern, size_t pattern_bytes) {
   constexpr size_t kChunk = 64 * 1024;

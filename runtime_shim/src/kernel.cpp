@@ -194,6 +194,8 @@ void run_kernel_data(DeviceBackend& mem, const BoundKernel& k, const bundle::Car
   BackendMemory m(mem);
   exec::ExecOptions opt;
   opt.lx_bytes = limits.lx_bytes;
+  auto lx = mem.lx();  // the card's LX, from the previous kernel on, locked while this one computes
+  opt.lx = lx.lx;
   try {
     const exec::ExecStats st = exec::run(k.program->lb, k.resolved, m, opt);
     report.executions = st.executions;

@@ -19,6 +19,10 @@
 
 #include "flex/flex.hpp"
 
+namespace vspyre::exec {
+struct LxState;
+}
+
 namespace vspyre::shim {
 
 // A live device allocation: [base, base + size).
@@ -89,8 +93,21 @@ class FLEX_API DeviceBackend {
   // results in this backend's memory. No simulated time.
   virtual KernelReport launch(const ComputeLaunch& launch);
 
+  // Each core's LX, kept from one kernel to the next as on the card: torch-spyre passes an op's
+  // intermediates between its kernels through LX (its causal SDPA compiles to three kernels,
+  // the second reading what the first left there). Held locked while a kernel computes.
+  struct LxAccess {
+    std::unique_lock<std::mutex> lock;
+    exec::LxState* lx = nullptr;
+  };
+  LxAccess lx();
+
  protected:
   std::shared_ptr<KernelCache> kernels_;  // decoded programs, by image hash
+
+ private:
+  std::mutex lx_mutex_;
+  std::unique_ptr<exec::LxState> lx_;
 };
 
 // Device memory as 64 KiB pages created on first write; absent pages read as zero.

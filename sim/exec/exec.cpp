@@ -207,9 +207,9 @@ struct Executor {
   Memory& mem;
   const ExecOptions& opt;
   ExecStats st;
-  std::map<uint32_t, SparseMemory> lx;  // core id -> its LX (pages on first write, zero else)
+  LxState own_lx;  // this run's LX unless ExecOptions::lx gives one that outlives it
 
-  SparseMemory& lx_of(uint32_t core) { return lx[core]; }
+  SparseMemory& lx_of(uint32_t core) { return (opt.lx ? *opt.lx : own_lx).cores[core]; }
 
   // The full device image of `t` (HBM: one read of the whole image; LX: each core's slice).
   // One image buffer, reused (and grown) for every tensor of the run: fresh multi-megabyte

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -119,9 +120,18 @@ void write_tensor_raw(Memory& mem, const TensorInfo& info, std::span<const uint8
 // the algorithm must not change. The benches and the tests draw their inputs from it too.
 std::vector<float> random_values(uint64_t seed, size_t arg, size_t n);
 
+// Each core's LX scratchpad (core id -> its memory, zero where nothing was written).
+struct LxState {
+  std::map<uint32_t, SparseMemory> cores;
+};
+
 struct ExecOptions {
   fmt::ConvertRules rules{};          // rounding/saturation for every store
   uint64_t lx_bytes = 2ull << 20;     // per-core LX scratch size
+  // LX that outlives this run, as on the card, where torch-spyre passes an op's intermediates
+  // from one kernel to the next through LX (its causal SDPA: three kernels). Null: each run
+  // starts from a fresh, zeroed LX. The caller keeps it alive and unshared during run().
+  LxState* lx = nullptr;
 };
 
 struct ExecStats {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -588,6 +589,59 @@ TEST_CASE("exec: coordinateMasking_ reads the masked input coordinates as the ma
     wrong += out[r] != m;
   }
   CHECK(wrong == 0);
+}
+
+TEST_CASE("exec: an LX that outlives a run carries data to the next kernel", "[exec]") {
+  // relu(neg(x)) with a shuffle between, split into two kernels: A = neg (HBM -> LX) and the
+  // shuffle, B = relu (LX -> HBM). On the card B reads what A left in LX (torch-spyre's causal
+  // SDPA does this across its three kernels); with a fresh LX it reads zeros.
+  const fs::path src = k_fixtures / "relu_neg_shuffle";
+  testing::TempDir ta, tb;
+  const std::string mlir = testing::slurp(src / "bundle.mlir");
+  auto keep = [&](const fs::path& dir, const std::vector<std::string>& drop) {
+    std::string out, line;
+    std::istringstream in(mlir);
+    while (std::getline(in, line)) {
+      bool skip = false;
+      for (const auto& d : drop) skip = skip || line.find("sdsc_filename=\"" + d + "\"") != std::string::npos;
+      if (!skip) out += line + "\n";
+    }
+    std::ofstream(dir / "bundle.mlir") << out;
+    for (const char* f : {"sdsc_0.json", "sdsc_1.json", "sdsc_2.json"}) fs::copy_file(src / f, dir / f);
+  };
+  keep(ta.dir, {"sdsc_2.json"});
+  keep(tb.dir, {"sdsc_0.json", "sdsc_1.json"});
+  const auto a = bundle::load_bundle(ta.dir), b = bundle::load_bundle(tb.dir);
+  const bundle::Bindings bind = plan::default_bindings(a);
+  REQUIRE(bind.args == plan::default_bindings(b).args);
+  const auto ra = bundle::resolve(a, bind), rb = bundle::resolve(b, bind);
+  const auto ka = exec::kernel_tensors(a, ra, bind), kb = exec::kernel_tensors(b, rb, bind);
+  REQUIRE(ka.size() == 1);  // x, read
+  REQUIRE(kb.size() == 1);  // y, written
+  const std::vector<float> x = exec::random_values(5, 0, size_t(ka[0].info.numel()));
+  std::vector<float> xd;  // x as the device holds it (DL16)
+  auto run_pair = [&](bool keep_lx) {
+    exec::SparseMemory mem;
+    exec::write_tensor(mem, ka[0].info, x);
+    xd = exec::read_tensor(mem, ka[0].info);
+    exec::LxState lx;
+    exec::ExecOptions opt;
+    if (keep_lx) opt.lx = &lx;
+    exec::run(a, ra, mem, opt);
+    exec::run(b, rb, mem, opt);
+    return exec::read_tensor(mem, kb[0].info);
+  };
+  const std::vector<float> kept = run_pair(true), fresh = run_pair(false);
+  REQUIRE(kept.size() == xd.size());
+  size_t wrong = 0, nonzero = 0, positive = 0;
+  for (size_t i = 0; i < xd.size(); ++i) {
+    wrong += kept[i] != std::max(-xd[i], 0.0f);
+    nonzero += fresh[i] != 0.0f;
+    positive += kept[i] > 0.0f;
+  }
+  CHECK(positive > xd.size() / 4);
+  CHECK(wrong == 0);
+  CHECK(nonzero == 0);
 }
 
 TEST_CASE("exec: same seed gives bit-identical outputs, another seed different ones", "[exec]") {
