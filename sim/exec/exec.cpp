@@ -285,7 +285,8 @@ struct Executor {
   // coordinateMasking_: the input elements at masked coordinates read as the mask constant
   // (torch-spyre: a padded stick dim's padding lanes as the reduction's identity, or -inf before
   // exp). Returns whether anything was masked.
-  static bool mask_input(const bundle::Sdsc& s, const TensorInfo& info, std::vector<uint8_t>& buf,
+  // Writes the mask value over the masked elements of `buf` (host-order elements of `info`).
+  static void mask_input(const bundle::Sdsc& s, const TensorInfo& info, std::vector<uint8_t>& buf,
                          const std::string& where) {
     const int bits = fmt::bits_per_element(info.format);
     if (bits % 8 != 0) throw ExecError(where + ": coordinateMasking_ of a sub-byte format is not implemented");
@@ -293,24 +294,8 @@ struct Executor {
     uint8_t code[16] = {};
     const float value = float(decode_constant(s.constants.at(size_t(s.masking_constant))));
     fmt::convert(fmt::DataFormat::IEEE_FP32, &value, info.format, code, 1);
-    bool any = false;
-    for (const auto& [dim, ranges] : s.coordinate_masking) {
-      auto it = std::find(info.dims.begin(), info.dims.end(), dim);
-      if (it == info.dims.end()) continue;
-      const size_t k = size_t(it - info.dims.begin());
-      const int64_t size = info.size[k];
-      if (size <= 1) continue;  // reduced or broadcast here
-      int64_t inner = 1, outer = 1;
-      for (size_t j = 0; j < info.size.size(); ++j) (j < k ? outer : inner) *= j == k ? 1 : info.size[j];
-      for (const auto& [start, len] : ranges)
-        for (int64_t o = 0; o < outer; ++o)
-          for (int64_t c = std::max<int64_t>(start, 0); c < std::min(start + len, size); ++c)
-            for (int64_t e = 0; e < inner; ++e) {
-              std::memcpy(buf.data() + size_t((o * size + c) * inner + e) * w, code, w);
-              any = true;
-            }
-    }
-    return any;
+    detail::for_each_masked(s, info.dims, info.size,
+                            [&](int64_t i) { std::memcpy(buf.data() + size_t(i) * w, code, w); });
   }
 
   void execute(const bundle::ResolvedExecution& r) {
@@ -364,9 +349,10 @@ struct Executor {
         auto& buf = load(i);
         auto& t = tensor(i);
         const uint8_t* data = buf.data();
-        if (!s.coordinate_masking.empty()) {
-          masked.push_back(buf);
-          if (mask_input(s, t.info, masked.back(), where)) data = masked.back().data();
+        if (detail::for_each_masked(s, t.info.dims, t.info.size, [](int64_t) {}) > 0) {
+          masked.push_back(buf);  // a copy: `buf` is the tensor as stored, other ops read it
+          mask_input(s, t.info, masked.back(), where);
+          data = masked.back().data();
         }
         ins.push_back(ops::view(data, t.info.format, t.info.size));
       }

@@ -1,6 +1,7 @@
 // Internal: how one labeled tensor of one SDSC maps onto device memory (formats.md B.2, B.5, B.6).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -27,6 +28,29 @@ struct MappedTensor {
   std::vector<int64_t> slice_stride;   // LX: bytes per unit step inside a core's slice
   std::vector<CoreSlice> cores;
 };
+
+// Calls fn(i) for the row-major index i (over `size`, axes named by `dims`) of every element at
+// a coordinate the SDSC's coordinateMasking_ covers; a dim of size 1 here (reduced, broadcast)
+// is not masked. Returns how many calls it made. The executor and the reference both use it.
+template <class Fn>
+int64_t for_each_masked(const bundle::Sdsc& s, const std::vector<std::string>& dims,
+                        const std::vector<int64_t>& size, Fn&& fn) {
+  int64_t calls = 0;
+  for (const auto& [dim, ranges] : s.coordinate_masking) {
+    size_t k = 0;
+    while (k < dims.size() && dims[k] != dim) ++k;
+    if (k == dims.size() || size[k] <= 1) continue;
+    int64_t inner = 1, outer = 1;
+    for (size_t j = 0; j < size.size(); ++j)
+      if (j < k) outer *= size[j];
+      else if (j > k) inner *= size[j];
+    for (const auto& [start, len] : ranges)
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t c = std::max<int64_t>(start, 0); c < std::min(start + len, size[k]); ++c)
+          for (int64_t e = 0; e < inner; ++e, ++calls) fn((o * size[k] + c) * inner + e);
+  }
+  return calls;
+}
 
 // Throws ExecError naming the SDSC file and the field.
 MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds_idx);

@@ -628,27 +628,14 @@ Stored store_of(const RefTensor& t, const TensorInfo& info) {
 void mask_ref(const bundle::Sdsc& s, RefTensor& t) {
   if (!t.have.empty()) throw Unavailable{"its input was only sampled"};
   const double value = constant_value(s, s.constants.at(size_t(s.masking_constant)).name, NAN);
-  for (const auto& [dim, ranges] : s.coordinate_masking) {
-    auto it = std::find(t.dims.begin(), t.dims.end(), dim);
-    if (it == t.dims.end()) continue;
-    const size_t k = size_t(it - t.dims.begin());
-    const int64_t size = t.size[k];
-    if (size <= 1) continue;
-    int64_t inner = 1, outer = 1;
-    for (size_t j = 0; j < t.size.size(); ++j) (j < k ? outer : inner) *= j == k ? 1 : t.size[j];
-    if (t.depth > 0 && t.m.empty()) {  // m = |v| implicitly: make it explicit to zero some
-      t.m.resize(t.v.size());
-      for (size_t i = 0; i < t.v.size(); ++i) t.m[i] = std::fabs(t.v[i]);
-    }
-    for (const auto& [start, len] : ranges)
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t c = std::max<int64_t>(start, 0); c < std::min(start + len, size); ++c)
-          for (int64_t e = 0; e < inner; ++e) {
-            const size_t i = size_t((o * size + c) * inner + e);
-            t.v[i] = value;
-            if (!t.m.empty()) t.m[i] = 0.0;
-          }
+  if (t.depth > 0 && t.m.empty() && detail::for_each_masked(s, t.dims, t.size, [](int64_t) {}) > 0) {
+    t.m.resize(t.v.size());  // m = |v| implicitly: make it explicit to zero the masked ones
+    for (size_t i = 0; i < t.v.size(); ++i) t.m[i] = std::fabs(t.v[i]);
   }
+  detail::for_each_masked(s, t.dims, t.size, [&](int64_t i) {
+    t.v[size_t(i)] = value;
+    if (!t.m.empty()) t.m[size_t(i)] = 0.0;
+  });
 }
 
 RefTensor logical_of(const Stored& s, const TensorInfo& info) {
