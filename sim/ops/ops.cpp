@@ -182,9 +182,91 @@ std::vector<int64_t> broadcast_shape(std::span<const int64_t> a, std::span<const
 
 namespace {
 
+// Elementwise ops go through fp32 in chunks of k_chunk output elements when they can: whole-
+// tensor fp32 copies of a 256M-element operand cost 1 GB each, and their fresh pages (the
+// kernel zeroing them) cost more than the arithmetic. Each element is converted and rounded
+// exactly as in one pass over the whole tensor (the conversions are element by element).
+constexpr int64_t k_chunk = 16384;
+
+// `t` read in chunks of the output's flat index: dense, byte-addressable at any chunk start, and
+// of the output's shape (a broadcast operand is read whole instead).
+bool chunkable(const TensorView& t, const TensorView& out) {
+  const int bits = fmt::bits_per_element(t.format);
+  return t.size == out.size && is_dense(t) && bits % 8 == 0 && (t.offset * bits) % 8 == 0;
+}
+
+// fp32 values of elements [i0, i0 + n) of a chunkable view.
+void load_chunk(const TensorView& t, int64_t i0, int64_t n, float* dst, const fmt::ConvertRules& r) {
+  const int bytes = fmt::bits_per_element(t.format) / 8;
+  const char* base = static_cast<const char*>(t.data) + (t.offset + i0) * bytes;
+  fmt::convert(t.format, base, DataFormat::IEEE_FP32, dst, size_t(n), r);
+}
+void store_chunk(const float* src, const TensorView& t, int64_t i0, int64_t n, const fmt::ConvertRules& r) {
+  const int bytes = fmt::bits_per_element(t.format) / 8;
+  char* base = static_cast<char*>(t.data) + (t.offset + i0) * bytes;
+  fmt::convert(DataFormat::IEEE_FP32, src, t.format, base, size_t(n), r);
+}
+
+// Element offsets into a broadcast operand (strides `st`, in elements) of the output elements
+// [i0, i0 + n) of `shape`, row-major, into `off`.
+void bcast_offsets(std::span<const int64_t> shape, const std::vector<int64_t>& st, int64_t i0, int64_t n,
+                   int64_t* off) {
+  const size_t rank = shape.size();
+  std::vector<int64_t> idx(rank, 0);
+  int64_t o = 0, rem = i0;
+  for (size_t d = rank; d-- > 0;) {
+    idx[d] = rem % shape[d];
+    rem /= shape[d];
+    o += idx[d] * st[d];
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    off[k] = o;
+    for (size_t d = rank; d-- > 0;) {
+      o += st[d];
+      if (++idx[d] < shape[d]) break;
+      o -= st[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
 template <class F>
 void elementwise2(const TensorView& a, const TensorView& b, const TensorView& out,
                   const Attrs& attrs, const char* what, F f) {
+  if (chunkable(out, out) && (chunkable(a, out) || chunkable(b, out))) {
+    const int64_t total = out.numel();
+    const bool ca = chunkable(a, out), cb = chunkable(b, out);
+    // An operand that is not read in chunks (it broadcasts) is read whole, once.
+    std::vector<float> A, B;
+    std::vector<int64_t> sa, sb;
+    if (!ca) A = load_f32(a, attrs.rules), sa = bcast_strides(a.size, out.size, what);
+    if (!cb) B = load_f32(b, attrs.rules), sb = bcast_strides(b.size, out.size, what);
+    const size_t chunk = static_cast<size_t>(std::min(k_chunk, total));
+    std::vector<float> x(chunk), y(chunk), r(chunk);
+    std::vector<int64_t> off(chunk);
+    for (int64_t i0 = 0; i0 < total; i0 += k_chunk) {
+      const int64_t n = std::min(k_chunk, total - i0);
+      if (ca) {
+        load_chunk(a, i0, n, x.data(), attrs.rules);
+      } else if (A.size() == 1) {
+        if (i0 == 0) std::fill(x.begin(), x.end(), A[0]);  // a scalar: the chunk holds it already
+      } else {
+        bcast_offsets(out.size, sa, i0, n, off.data());
+        for (int64_t k = 0; k < n; ++k) x[size_t(k)] = A[size_t(off[size_t(k)])];
+      }
+      if (cb) {
+        load_chunk(b, i0, n, y.data(), attrs.rules);
+      } else if (B.size() == 1) {
+        if (i0 == 0) std::fill(y.begin(), y.end(), B[0]);
+      } else {
+        bcast_offsets(out.size, sb, i0, n, off.data());
+        for (int64_t k = 0; k < n; ++k) y[size_t(k)] = B[size_t(off[size_t(k)])];
+      }
+      for (int64_t k = 0; k < n; ++k) r[size_t(k)] = f(x[size_t(k)], y[size_t(k)]);
+      store_chunk(r.data(), out, i0, n, attrs.rules);
+    }
+    return;
+  }
   const auto A = load_f32(a, attrs.rules), B = load_f32(b, attrs.rules);
   std::array<std::vector<int64_t>, 2> st{bcast_strides(a.size, out.size, what),
                                          bcast_strides(b.size, out.size, what)};
@@ -271,9 +353,22 @@ void unary(Unary op, const TensorView& in_view, const TensorView& out, const Att
   // identity whose input has size 1 along the concatenated copies.
   const TensorView in = broadcast_to(in_view, out.size, "unary");
   if (op == Unary::identity) return cast(in, out, attrs);
-  auto v = load_f32(in, attrs.rules);
+  // In chunks of the flat index where the input and the output allow it (see elementwise2),
+  // else the whole tensor at once.
+  const bool chunked = chunkable(in, out) && chunkable(out, out);
+  const int64_t total = out.numel();
+  std::vector<float> v = chunked ? std::vector<float>(size_t(std::min(k_chunk, total))) : load_f32(in, attrs.rules);
   auto apply = [&](auto f) {
-    for (float& x : v) x = f(x);
+    if (!chunked) {
+      for (float& x : v) x = f(x);
+      return;
+    }
+    for (int64_t i0 = 0; i0 < total; i0 += k_chunk) {
+      const int64_t n = std::min(k_chunk, total - i0);
+      load_chunk(in, i0, n, v.data(), attrs.rules);
+      for (int64_t k = 0; k < n; ++k) v[size_t(k)] = f(v[size_t(k)]);
+      store_chunk(v.data(), out, i0, n, attrs.rules);
+    }
   };
   const float alpha = float(attrs.get("alpha", 0.01));
   const float cmin = float(attrs.get("clipMin", -INFINITY)), cmax = float(attrs.get("clipMax", INFINITY));
@@ -309,7 +404,7 @@ void unary(Unary op, const TensorView& in_view, const TensorView& out, const Att
     case Unary::floor: apply([](float x) { return std::floor(x); }); break;
     case Unary::layernormscale: apply([&](float x) { return 1.0f / std::sqrt(x + eps); }); break;
   }
-  store_f32(v.data(), out, attrs.rules);
+  if (!chunked) store_f32(v.data(), out, attrs.rules);
 }
 
 void where3(const TensorView& cond, const TensorView& a, const TensorView& b,

@@ -2,6 +2,7 @@
 #include "catch.h"
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 
@@ -245,4 +246,80 @@ TEST_CASE("ops: unary and identity broadcast a size-1 input dim to the output (t
   Buf Bad(DataFormat::SEN169_FP16, {3, 4, 6});
   CHECK_THROWS_WITH(ops::unary(ops::Unary::identity, P.v(), Bad.v()),
                     Catch::Contains("(4,2,6)") && Catch::Contains("(3,4,6)"));
+}
+
+// Elementwise ops run through fp32 in chunks of the output's flat index (ops.cpp, k_chunk):
+// across chunk boundaries, with operands read in chunks, broadcast along either dim or a scalar,
+// every element must come out as one fp32 operation rounded once, bit for bit.
+TEST_CASE("ops: elementwise ops over several chunks round each element as one fp32 op") {
+  const DataFormat F = DataFormat::SEN169_FP16;
+  const std::vector<int64_t> os{3, 11001};  // 33003 elements: two whole chunks and a partial one
+  const auto a = randv(3 * 11001, -50, 50, F, 11);
+  const auto brow = randv(11001, -4, 4, F, 12);
+  const auto bcol = randv(3, -4, 4, F, 13);
+  const std::vector<double> scalar{1.0};
+  Buf A(F, os, a);
+  // One element rounded as the op does it: fp32 operands, one fp32 result, converted once.
+  auto round_one = [&](float v) {
+    uint16_t code = 0;
+    fmt::convert(DataFormat::IEEE_FP32, &v, F, &code, 1, fmt::k_default_rules);
+    return code;
+  };
+  auto code_at = [](const Buf& b, size_t i) {
+    uint16_t c = 0;
+    std::memcpy(&c, b.bytes.data() + 2 * i, 2);
+    return c;
+  };
+  struct Operand {
+    std::vector<int64_t> size;
+    std::vector<double> v;
+    std::function<size_t(size_t, size_t)> at;  // (row, col) -> index into v
+  };
+  const std::vector<Operand> bs{
+      {os, randv(3 * 11001, -4, 4, F, 14), [](size_t r, size_t c) { return r * 11001 + c; }},
+      {{1, 11001}, brow, [](size_t, size_t c) { return c; }},
+      {{3, 1}, bcol, [](size_t r, size_t) { return r; }},
+      {{1}, scalar, [](size_t, size_t) { return size_t(0); }},
+  };
+  for (const auto& bo : bs) {
+    Buf B(F, bo.size, bo.v);
+    Buf O(F, os);
+    ops::binary(ops::Binary::mul, A.v(), B.v(), O.v());
+    size_t wrong = 0;
+    for (size_t r = 0; r < 3; ++r)
+      for (size_t c = 0; c < 11001; ++c) {
+        const size_t i = r * 11001 + c;
+        const float want = float(a[i]) * float(bo.v[bo.at(r, c)]);
+        if (code_at(O, i) != round_one(want)) ++wrong;
+      }
+    INFO("operand b of " << bo.size.size() << " dims, " << bo.v.size() << " elements");
+    CHECK(wrong == 0);
+    // The operands swapped: the broadcast one first.
+    Buf O2(F, os);
+    ops::binary(ops::Binary::sub, B.v(), A.v(), O2.v());
+    wrong = 0;
+    for (size_t r = 0; r < 3; ++r)
+      for (size_t c = 0; c < 11001; ++c) {
+        const size_t i = r * 11001 + c;
+        if (code_at(O2, i) != round_one(float(bo.v[bo.at(r, c)]) - float(a[i]))) ++wrong;
+      }
+    CHECK(wrong == 0);
+  }
+  // Unary, and the same op into a strided (non-dense) output, which takes the whole-tensor path.
+  Buf E(F, os);
+  ops::unary(ops::Unary::exp, A.v(), E.v());
+  size_t wrong = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (code_at(E, i) != round_one(std::exp(float(a[i])))) ++wrong;
+  CHECK(wrong == 0);
+  Buf W(F, {3, 2 * 11001});
+  ops::TensorView strided = W.v();
+  strided.size = os;
+  strided.stride = {2 * 11001, 2};
+  ops::unary(ops::Unary::exp, A.v(), strided);
+  wrong = 0;
+  for (size_t r = 0; r < 3; ++r)
+    for (size_t c = 0; c < 11001; ++c)
+      if (code_at(W, r * 2 * 11001 + 2 * c) != code_at(E, r * 11001 + c)) ++wrong;
+  CHECK(wrong == 0);
 }
