@@ -232,18 +232,27 @@ double budget(const RefTensor& t, size_t i, fmt::DataFormat to) {
   return from_eps > 0 && to_eps > 0 && from_eps != to_eps ? b * (from_eps / to_eps) : b;
 }
 
-// The smallest normal magnitude of a format: below it a rounding's error is absolute (an fp8
-// E4M3 subnormal step is 2^-9), so a rounding into `f` counts as one of at least that magnitude.
-double min_normal(fmt::DataFormat f) {
+// What a format's roundings are measured in, in one table: `eps`, the relative spacing of one
+// rounding (format_epsilon; 0 for a format the reference has no budget for), and `min_normal`,
+// the smallest normal magnitude: below it a rounding's error is absolute (an fp8 E4M3 subnormal
+// step is 2^-9), so a rounding into the format counts as one of at least that magnitude.
+struct Precision {
+  double eps, min_normal;
+};
+Precision precision_of(fmt::DataFormat f) {
   switch (f) {
-    case fmt::DataFormat::SEN169_FP16: return std::ldexp(1.0, -30);
-    case fmt::DataFormat::IEEE_FP16: return std::ldexp(1.0, -14);
-    case fmt::DataFormat::SEN143_FP8: return std::ldexp(1.0, -6);
-    case fmt::DataFormat::SEN152_FP8: return std::ldexp(1.0, -14);
-    case fmt::DataFormat::SEN153_FP9: return std::ldexp(1.0, -14);
-    default: return std::ldexp(1.0, -126);  // fp32, bf16
+    case fmt::DataFormat::SEN169_FP16: return {std::ldexp(1.0, -9), std::ldexp(1.0, -30)};
+    case fmt::DataFormat::IEEE_FP16: return {std::ldexp(1.0, -10), std::ldexp(1.0, -14)};
+    case fmt::DataFormat::BFLOAT16: return {std::ldexp(1.0, -7), std::ldexp(1.0, -126)};
+    case fmt::DataFormat::IEEE_FP32: return {std::ldexp(1.0, -20), std::ldexp(1.0, -126)};
+    case fmt::DataFormat::SEN143_FP8: return {std::ldexp(1.0, -3), std::ldexp(1.0, -6)};
+    case fmt::DataFormat::SEN152_FP8: return {std::ldexp(1.0, -2), std::ldexp(1.0, -14)};
+    case fmt::DataFormat::SEN153_FP9: return {std::ldexp(1.0, -3), std::ldexp(1.0, -14)};
+    default: return {0.0, std::ldexp(1.0, -126)};
   }
 }
+
+double min_normal(fmt::DataFormat f) { return precision_of(f).min_normal; }
 
 // The magnitude a rounding of v into f is measured against: |v|, at least f's smallest normal.
 double rounded(double v, fmt::DataFormat f) { return std::max(std::fabs(v), min_normal(f)); }
@@ -513,18 +522,7 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
 
 }  // namespace
 
-double format_epsilon(fmt::DataFormat f) {
-  switch (f) {
-    case fmt::DataFormat::SEN169_FP16: return std::ldexp(1.0, -9);
-    case fmt::DataFormat::IEEE_FP16: return std::ldexp(1.0, -10);
-    case fmt::DataFormat::BFLOAT16: return std::ldexp(1.0, -7);
-    case fmt::DataFormat::IEEE_FP32: return std::ldexp(1.0, -20);
-    case fmt::DataFormat::SEN143_FP8: return std::ldexp(1.0, -3);
-    case fmt::DataFormat::SEN152_FP8: return std::ldexp(1.0, -2);
-    case fmt::DataFormat::SEN153_FP9: return std::ldexp(1.0, -3);
-    default: return 0.0;
-  }
-}
+double format_epsilon(fmt::DataFormat f) { return precision_of(f).eps; }
 
 namespace {
 
