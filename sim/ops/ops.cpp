@@ -195,16 +195,16 @@ bool chunkable(const TensorView& t, const TensorView& out) {
   return t.size == out.size && is_dense(t) && bits % 8 == 0 && (t.offset * bits) % 8 == 0;
 }
 
-// fp32 values of elements [i0, i0 + n) of a chunkable view.
+// Elements [i0, i0 + n) of a chunkable view, as a dense view of their own: move_dense converts
+// them in one call, as it does a whole dense tensor.
+TensorView chunk_of(const TensorView& t, int64_t i0, int64_t n) {
+  return TensorView{t.data, t.format, {n}, {}, t.offset + i0};
+}
 void load_chunk(const TensorView& t, int64_t i0, int64_t n, float* dst, const fmt::ConvertRules& r) {
-  const int bytes = fmt::bits_per_element(t.format) / 8;
-  const char* base = static_cast<const char*>(t.data) + (t.offset + i0) * bytes;
-  fmt::convert(t.format, base, DataFormat::IEEE_FP32, dst, size_t(n), r);
+  move_dense(chunk_of(t, i0, n), DataFormat::IEEE_FP32, dst, true, r);
 }
 void store_chunk(const float* src, const TensorView& t, int64_t i0, int64_t n, const fmt::ConvertRules& r) {
-  const int bytes = fmt::bits_per_element(t.format) / 8;
-  char* base = static_cast<char*>(t.data) + (t.offset + i0) * bytes;
-  fmt::convert(DataFormat::IEEE_FP32, src, t.format, base, size_t(n), r);
+  move_dense(chunk_of(t, i0, n), DataFormat::IEEE_FP32, const_cast<float*>(src), false, r);
 }
 
 // Element offsets into a broadcast operand (strides `st`, in elements) of the output elements
