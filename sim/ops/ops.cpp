@@ -2,11 +2,14 @@
 #include "sim/ops/ops.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "sim/ops/detail.h"
 
@@ -230,43 +233,65 @@ void bcast_offsets(std::span<const int64_t> shape, const std::vector<int64_t>& s
   }
 }
 
+// One operand of an elementwise op run in chunks of the output: read chunk by chunk where it is
+// chunkable, otherwise (it broadcasts) converted whole once and gathered by offsets; a scalar
+// fills the chunk once.
+class ChunkOperand {
+ public:
+  ChunkOperand(const TensorView& t, const TensorView& out, const fmt::ConvertRules& r, const char* what,
+               size_t chunk)
+      : m_t(t), m_out(out), m_rules(r), m_chunked(chunkable(t, out)), m_buf(chunk) {
+    if (m_chunked) return;
+    m_whole = load_f32(t, r);
+    m_strides = bcast_strides(t.size, out.size, what);
+    if (m_whole.size() == 1) std::fill(m_buf.begin(), m_buf.end(), m_whole[0]);
+    else m_off.resize(chunk);
+  }
+  // Output elements [i0, i0 + n) of this operand, in fp32.
+  const float* get(int64_t i0, int64_t n) {
+    if (m_chunked) {
+      load_chunk(m_t, i0, n, m_buf.data(), m_rules);
+    } else if (m_whole.size() != 1) {
+      bcast_offsets(m_out.size, m_strides, i0, n, m_off.data());
+      for (int64_t k = 0; k < n; ++k) m_buf[size_t(k)] = m_whole[size_t(m_off[size_t(k)])];
+    }
+    return m_buf.data();
+  }
+
+ private:
+  const TensorView& m_t;
+  const TensorView& m_out;
+  const fmt::ConvertRules& m_rules;
+  bool m_chunked;
+  std::vector<float> m_buf, m_whole;
+  std::vector<int64_t> m_strides, m_off;
+};
+
+// out = f(in...) elementwise, in chunks of k_chunk output elements, when the output and at least
+// one operand are chunkable (an op whose every operand broadcasts gains nothing from chunks).
+// Returns false, having done nothing, otherwise.
+template <size_t N, class F, size_t... I>
+bool elementwise_chunked(const std::array<const TensorView*, N>& in, const TensorView& out,
+                         const fmt::ConvertRules& rules, const char* what, F f, std::index_sequence<I...>) {
+  if (!chunkable(out, out) || !(chunkable(*in[I], out) || ...)) return false;
+  const int64_t total = out.numel();
+  const size_t chunk = static_cast<size_t>(std::min(k_chunk, total));
+  std::array<std::optional<ChunkOperand>, N> ops;
+  (ops[I].emplace(*in[I], out, rules, what, chunk), ...);
+  std::vector<float> r(chunk);
+  for (int64_t i0 = 0; i0 < total; i0 += k_chunk) {
+    const int64_t n = std::min(k_chunk, total - i0);
+    const std::array<const float*, N> v{ops[I]->get(i0, n)...};
+    for (int64_t k = 0; k < n; ++k) r[size_t(k)] = f(v[I][k]...);
+    store_chunk(r.data(), out, i0, n, rules);
+  }
+  return true;
+}
+
 template <class F>
 void elementwise2(const TensorView& a, const TensorView& b, const TensorView& out,
                   const Attrs& attrs, const char* what, F f) {
-  if (chunkable(out, out) && (chunkable(a, out) || chunkable(b, out))) {
-    const int64_t total = out.numel();
-    const bool ca = chunkable(a, out), cb = chunkable(b, out);
-    // An operand that is not read in chunks (it broadcasts) is read whole, once.
-    std::vector<float> A, B;
-    std::vector<int64_t> sa, sb;
-    if (!ca) A = load_f32(a, attrs.rules), sa = bcast_strides(a.size, out.size, what);
-    if (!cb) B = load_f32(b, attrs.rules), sb = bcast_strides(b.size, out.size, what);
-    const size_t chunk = static_cast<size_t>(std::min(k_chunk, total));
-    std::vector<float> x(chunk), y(chunk), r(chunk);
-    std::vector<int64_t> off(chunk);
-    for (int64_t i0 = 0; i0 < total; i0 += k_chunk) {
-      const int64_t n = std::min(k_chunk, total - i0);
-      if (ca) {
-        load_chunk(a, i0, n, x.data(), attrs.rules);
-      } else if (A.size() == 1) {
-        if (i0 == 0) std::fill(x.begin(), x.end(), A[0]);  // a scalar: the chunk holds it already
-      } else {
-        bcast_offsets(out.size, sa, i0, n, off.data());
-        for (int64_t k = 0; k < n; ++k) x[size_t(k)] = A[size_t(off[size_t(k)])];
-      }
-      if (cb) {
-        load_chunk(b, i0, n, y.data(), attrs.rules);
-      } else if (B.size() == 1) {
-        if (i0 == 0) std::fill(y.begin(), y.end(), B[0]);
-      } else {
-        bcast_offsets(out.size, sb, i0, n, off.data());
-        for (int64_t k = 0; k < n; ++k) y[size_t(k)] = B[size_t(off[size_t(k)])];
-      }
-      for (int64_t k = 0; k < n; ++k) r[size_t(k)] = f(x[size_t(k)], y[size_t(k)]);
-      store_chunk(r.data(), out, i0, n, attrs.rules);
-    }
-    return;
-  }
+  if (elementwise_chunked<2>({&a, &b}, out, attrs.rules, what, f, std::make_index_sequence<2>{})) return;
   const auto A = load_f32(a, attrs.rules), B = load_f32(b, attrs.rules);
   std::array<std::vector<int64_t>, 2> st{bcast_strides(a.size, out.size, what),
                                          bcast_strides(b.size, out.size, what)};
@@ -280,6 +305,8 @@ void elementwise2(const TensorView& a, const TensorView& b, const TensorView& ou
 template <class F>
 void elementwise3(const TensorView& a, const TensorView& b, const TensorView& c,
                   const TensorView& out, const char* what, F f) {
+  if (elementwise_chunked<3>({&a, &b, &c}, out, fmt::k_default_rules, what, f, std::make_index_sequence<3>{}))
+    return;
   const auto A = load_f32(a), B = load_f32(b), C = load_f32(c);
   std::array<std::vector<int64_t>, 3> st{bcast_strides(a.size, out.size, what),
                                          bcast_strides(b.size, out.size, what),

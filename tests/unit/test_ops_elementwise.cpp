@@ -1,6 +1,7 @@
 // vspyre::ops elementwise opFuncs against double-precision references (formats.md C.2).
 #include "catch.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -322,4 +323,23 @@ TEST_CASE("ops: elementwise ops over several chunks round each element as one fp
     for (size_t c = 0; c < 11001; ++c)
       if (code_at(W, r * 2 * 11001 + 2 * c) != code_at(E, r * 11001 + c)) ++wrong;
   CHECK(wrong == 0);
+  // Three operands (fnms: c - a*b, one fused fp32 op): a same-shape operand read in chunks, a row
+  // and a column broadcast gathered by offsets, in each of the three places.
+  Buf Same(F, os, bs[0].v), Row(F, {1, 11001}, brow), Col(F, {3, 1}, bcol);
+  const std::array<const Operand*, 3> kinds{&bs[0], &bs[1], &bs[2]};
+  const std::array<Buf*, 3> bufs{&Same, &Row, &Col};
+  for (size_t rot = 0; rot < 3; ++rot) {
+    const size_t ia = rot, ib = (rot + 1) % 3, ic = (rot + 2) % 3;
+    Buf O3(F, os);
+    ops::fnms(bufs[ia]->v(), bufs[ib]->v(), bufs[ic]->v(), O3.v());
+    wrong = 0;
+    for (size_t r = 0; r < 3; ++r)
+      for (size_t c = 0; c < 11001; ++c) {
+        const float x = float(kinds[ia]->v[kinds[ia]->at(r, c)]), y = float(kinds[ib]->v[kinds[ib]->at(r, c)]),
+                    z = float(kinds[ic]->v[kinds[ic]->at(r, c)]);
+        if (code_at(O3, r * 11001 + c) != round_one(std::fma(-x, y, z))) ++wrong;
+      }
+    INFO("fnms with the same-shape operand in place " << (3 - rot) % 3);
+    CHECK(wrong == 0);
+  }
 }
