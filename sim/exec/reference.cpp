@@ -526,23 +526,17 @@ double format_epsilon(fmt::DataFormat f) { return precision_of(f).eps; }
 
 namespace {
 
-// Calls fn(e, d) for every logical element e (row-major over info.size) with d its element index
-// in the tensor's device image (row-major over layout.device_size).
-template <class Fn>
-void for_each_device_index(const TensorInfo& info, Fn&& fn) {
+// Contribution of each coordinate value of each host dim to the element index in the tensor's
+// device image (row-major over layout.device_size): device index = sum over h of T[h][x_h].
+std::vector<std::vector<int64_t>> device_tables(const TensorInfo& info) {
   const auto& L = info.layout;
   const size_t nd = L.device_size.size(), hr = info.size.size();
-  if (hr == 0) {
-    fn(int64_t(0), int64_t(0));
-    return;
-  }
   std::vector<int64_t> w(nd);
   int64_t acc = 1;
   for (size_t k = nd; k-- > 0;) {
     w[k] = acc;
     acc *= L.device_size[k];
   }
-  // Contribution of each coordinate value of each host dim to the device index.
   std::vector<std::vector<int64_t>> T(hr);
   for (size_t h = 0; h < hr; ++h) T[h].assign(size_t(info.size[h]), 0);
   std::vector<int64_t> running(hr, 1);
@@ -554,6 +548,19 @@ void for_each_device_index(const TensorInfo& info, Fn&& fn) {
       t[x] += (int64_t(x) / running[size_t(h)] % L.device_size[k]) * w[k];
     running[size_t(h)] *= L.device_size[k];
   }
+  return T;
+}
+
+// Calls fn(e, d) for every logical element e (row-major over info.size) with d its element index
+// in the tensor's device image.
+template <class Fn>
+void for_each_device_index(const TensorInfo& info, Fn&& fn) {
+  const size_t hr = info.size.size();
+  if (hr == 0) {
+    fn(int64_t(0), int64_t(0));
+    return;
+  }
+  const auto T = device_tables(info);
   const int64_t n = info.numel();
   if (n == 0) return;
   std::vector<int64_t> c(hr, 0);
@@ -574,51 +581,84 @@ void for_each_device_index(const TensorInfo& info, Fn&& fn) {
   }
 }
 
-// A tensor as the reference keeps it between ops: values in device-image element order, so that
-// SDSCs that name or order the same bytes' dims differently (the real compiler renames dims from
-// one SDSC to the next) still meet.
-struct Stored {
-  std::vector<double> v;
-  std::vector<uint8_t> have;  // empty: all
-  std::vector<double> m;      // the error bound (RefTensor::m); empty: |v|
-  int depth = 0;
-  fmt::DataFormat format = fmt::DataFormat::INVALID;
-};
-
 int64_t device_elements(const TensorInfo& info) {
   return int64_t(info.image_bytes * 8 / uint64_t(fmt::bits_per_element(info.format)));
 }
 
-Stored store_of(const RefTensor& t, const TensorInfo& info) {
+// A tensor as the reference keeps it between ops: as its producer wrote it (logical order of
+// the producer's view), with that view's shape and stick layout. A reader whose view has the
+// same shape and layout takes the values as they are (only the dims' names may differ: the real
+// compiler renames dims from one SDSC to the next); a reader with another view meets it in
+// device-image element order, built once on demand (a 256M-element tensor is 2 GB a copy, so
+// the common case makes none).
+struct Stored {
+  RefTensor t;
+  std::vector<int64_t> size;
+  fmt::StickLayout layout;
+  int64_t image_elements = 0;
+  // The device-image form (device_form): values, `have` and `m` in device element order.
+  struct Device {
+    std::vector<double> v, m;
+    std::vector<uint8_t> have;
+  };
+  std::optional<Device> device;
+};
+
+Stored store_of(RefTensor&& t, const TensorInfo& info) {
   Stored s;
-  s.depth = t.depth;
-  s.format = t.format;
-  s.v.assign(size_t(device_elements(info)), NAN);
-  if (!t.have.empty()) s.have.assign(s.v.size(), 0);
-  if (!t.m.empty()) s.m.assign(s.v.size(), NAN);
-  std::vector<uint8_t> written(s.v.size(), 0);
-  for_each_device_index(info, [&](int64_t e, int64_t d) {
-    s.v[size_t(d)] = t.v[size_t(e)];
-    written[size_t(d)] = 1;
-    if (!t.have.empty()) s.have[size_t(d)] = t.have[size_t(e)];
-    if (!t.m.empty()) s.m[size_t(d)] = t.m[size_t(e)];
-  });
-  // The executor writes whole sticks, their padding lanes (past the stick dim's extent) as zero
-  // (fmt::Padding::zero): a later op that reads them (a matmul over a restickify's padded
-  // output) sees zeros, not an unwritten NaN.
-  const size_t eps = size_t(fmt::k_stick_bytes * 8 / fmt::bits_per_element(info.format));
-  for (size_t k = 0; eps && k + eps <= s.v.size(); k += eps) {
-    if (std::find(written.begin() + ptrdiff_t(k), written.begin() + ptrdiff_t(k + eps), 1) ==
-        written.begin() + ptrdiff_t(k + eps))
-      continue;
-    for (size_t l = k; l < k + eps; ++l)
-      if (!written[l]) {
-        s.v[l] = 0.0;
-        if (!s.have.empty()) s.have[l] = 1;
-        if (!s.m.empty()) s.m[l] = 0.0;
-      }
-  }
+  s.t = std::move(t);
+  s.size = info.size;
+  s.layout = info.layout;
+  s.image_elements = device_elements(info);
   return s;
+}
+
+// The written view as a TensorInfo for for_each_device_index.
+TensorInfo written_info(const Stored& s) {
+  TensorInfo w;
+  w.size = s.size;
+  w.layout = s.layout;
+  w.format = s.layout.format;
+  return w;
+}
+
+const Stored::Device& device_form(Stored& s) {
+  if (s.device) return *s.device;
+  const RefTensor& t = s.t;
+  Stored::Device dv;
+  dv.v.assign(size_t(s.image_elements), NAN);
+  if (!t.have.empty()) dv.have.assign(dv.v.size(), 0);
+  if (!t.m.empty()) dv.m.assign(dv.v.size(), NAN);
+  // An image of as many elements as the tensor has is all written (the map is one to one);
+  // otherwise the elements written are tracked for the padding below.
+  const bool padded = s.image_elements != numel(s.size);
+  std::vector<uint8_t> written(padded ? dv.v.size() : 0, 0);
+  const TensorInfo w = written_info(s);
+  for_each_device_index(w, [&](int64_t e, int64_t d) {
+    dv.v[size_t(d)] = t.v[size_t(e)];
+    if (padded) written[size_t(d)] = 1;
+    if (!t.have.empty()) dv.have[size_t(d)] = t.have[size_t(e)];
+    if (!t.m.empty()) dv.m[size_t(d)] = t.m[size_t(e)];
+  });
+  if (padded) {
+    // The executor writes whole sticks, their padding lanes (past the stick dim's extent) as
+    // zero (fmt::Padding::zero): a later op that reads them (a matmul over a restickify's padded
+    // output) sees zeros, not an unwritten NaN.
+    const size_t eps = size_t(fmt::k_stick_bytes * 8 / fmt::bits_per_element(s.layout.format));
+    for (size_t k = 0; eps && k + eps <= dv.v.size(); k += eps) {
+      if (std::find(written.begin() + ptrdiff_t(k), written.begin() + ptrdiff_t(k + eps), 1) ==
+          written.begin() + ptrdiff_t(k + eps))
+        continue;
+      for (size_t l = k; l < k + eps; ++l)
+        if (!written[l]) {
+          dv.v[l] = 0.0;
+          if (!dv.have.empty()) dv.have[l] = 1;
+          if (!dv.m.empty()) dv.m[l] = 0.0;
+        }
+    }
+  }
+  s.device = std::move(dv);
+  return *s.device;
 }
 
 // coordinateMasking_ on an op's input: the masked coordinates read as the mask constant (as
@@ -636,18 +676,28 @@ void mask_ref(const bundle::Sdsc& s, RefTensor& t) {
   });
 }
 
-RefTensor logical_of(const Stored& s, const TensorInfo& info) {
-  if (int64_t(s.v.size()) != device_elements(info))
+// The tensor in `info`'s view from its stored form. In the writer's shape and layout it is the
+// stored tensor under the reader's dim names (moved out when `take`: the store will not be read
+// again); otherwise each element is read from the device-image form.
+RefTensor logical_of(Stored& s, const TensorInfo& info, bool take = false) {
+  if (s.image_elements != device_elements(info))
     throw Unavailable{info.name + " is read with another image size than it was written"};
+  if (info.size == s.size && info.layout == s.layout) {
+    RefTensor t = take ? std::move(s.t) : s.t;
+    t.dims = info.dims;
+    t.size = info.size;
+    return t;
+  }
+  const Stored::Device& dv = device_form(s);
   RefTensor t = shaped(info);
-  t.depth = s.depth;
-  t.format = s.format;
-  if (!s.have.empty()) t.have.assign(t.v.size(), 0);
-  if (!s.m.empty()) t.m.assign(t.v.size(), 0.0);
+  t.depth = s.t.depth;
+  t.format = s.t.format;
+  if (!dv.have.empty()) t.have.assign(t.v.size(), 0);
+  if (!dv.m.empty()) t.m.assign(t.v.size(), 0.0);
   for_each_device_index(info, [&](int64_t e, int64_t d) {
-    t.v[size_t(e)] = s.v[size_t(d)];
-    if (!s.have.empty()) t.have[size_t(e)] = s.have[size_t(d)];
-    if (!s.m.empty()) t.m[size_t(e)] = s.m[size_t(d)];
+    t.v[size_t(e)] = dv.v[size_t(d)];
+    if (!dv.have.empty()) t.have[size_t(e)] = dv.have[size_t(d)];
+    if (!dv.m.empty()) t.m[size_t(e)] = dv.m[size_t(d)];
   });
   return t;
 }
@@ -670,16 +720,33 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
       const Key okey = key_of(ot);
       try {
         const bool red = detail::is_reduction(op.op_func_name);
-        std::vector<RefTensor> ins;
-        ins.reserve(op.inputs.size());
+        // Operands in this SDSC's views: a stored tensor read in the view it was written in is
+        // used where it is (renamed to this reader's dims); any other is a converted copy, as is
+        // every operand of an op with coordinate masking (mask_ref changes them).
+        const bool masked = !s.coordinate_masking.empty();
+        std::vector<RefTensor> owned;
+        owned.reserve(op.inputs.size());
+        std::vector<const RefTensor*> in;
+        auto operand = [&](Stored& st, const TensorInfo& info) {
+          const bool same_view = info.size == st.size && info.layout == st.layout &&
+                                 st.image_elements == device_elements(info);
+          const bool shared = std::find(in.begin(), in.end(), &st.t) != in.end();
+          if (same_view && !masked && (!shared || st.t.dims == info.dims)) {
+            st.t.dims = info.dims;
+            in.push_back(&st.t);
+          } else {
+            owned.push_back(logical_of(st, info));
+            in.push_back(&owned.back());
+          }
+        };
         for (uint32_t i : op.inputs) {
           if (red && i == op.outputs[0]) continue;
           const auto t = detail::map_tensor(r, i);
           const Key key = key_of(t);
           auto it = store.find(key);
           if (it != store.end()) {
-            if (!it->second.have.empty()) throw Unavailable{"its input was only sampled"};
-            ins.push_back(logical_of(it->second, t.info));
+            if (!it->second.t.have.empty()) throw Unavailable{"its input was only sampled"};
+            operand(it->second, t.info);
             continue;
           }
           if (auto b = broken.find(key); b != broken.end()) throw Unavailable{b->second};
@@ -687,17 +754,16 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
             throw Unavailable{s.file + ": " + t.info.name + " is read before anything wrote it"};
           // A kernel input, as the device holds it, in this SDSC's view.
           const auto vals = read_tensor(mem, t.info);
-          RefTensor x = shaped(t.info);
+          RefTensor x;
+          x.dims = t.info.dims;
+          x.size = t.info.size;
+          x.format = t.info.format;
           x.v.assign(vals.begin(), vals.end());
-          store.emplace(key, store_of(x, t.info));
-          ins.push_back(std::move(x));
+          operand(store.emplace(key, store_of(std::move(x), t.info)).first->second, t.info);
         }
-        if (!s.coordinate_masking.empty())
-          for (auto& x : ins) mask_ref(s, x);
-        std::vector<const RefTensor*> in;
-        for (const auto& x : ins) in.push_back(&x);
-        const RefTensor out = run_op(s, op, in, ot.info, opt);
-        store[okey] = store_of(out, ot.info);
+        if (masked)
+          for (auto& x : owned) mask_ref(s, x);
+        store[okey] = store_of(run_op(s, op, in, ot.info, opt), ot.info);
         broken.erase(okey);
       } catch (const Unavailable& u) {
         store.erase(okey);
@@ -714,7 +780,11 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
     auto it = store.find(key);
     if (it != store.end()) {
       try {
-        res.outputs[k] = logical_of(it->second, kt.info);
+        // The store is not read again: the vectors of the last output at this address move out.
+        bool last = true;
+        for (size_t j = k + 1; j < kernel.size(); ++j)
+          last = last && !(kernel[j].written && kernel[j].info.base == kt.info.base);
+        res.outputs[k] = logical_of(it->second, kt.info, last);
       } catch (const Unavailable& u) {
         res.unavailable[k] = u.why;
       }
