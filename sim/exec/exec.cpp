@@ -224,6 +224,33 @@ struct Executor {
     return scratch.get();
   }
 
+  // Host-order buffers of the run's earlier executions, reused: a chain of SDSCs over one large
+  // tensor would otherwise fault in fresh pages for every operand and result of every step.
+  // At most k_spares are kept (the smallest goes first); all are freed when the run ends.
+  static constexpr size_t k_spares = 4;
+  std::vector<std::vector<uint8_t>> spares;
+  // `bytes` zero bytes, in the smallest spare that holds them where there is one.
+  std::vector<uint8_t> host_buffer(size_t bytes) {
+    size_t best = spares.size();
+    for (size_t i = 0; i < spares.size(); ++i)
+      if (spares[i].capacity() >= bytes && (best == spares.size() || spares[i].capacity() < spares[best].capacity()))
+        best = i;
+    if (best == spares.size()) return std::vector<uint8_t>(bytes);
+    std::vector<uint8_t> v = std::move(spares[best]);
+    spares.erase(spares.begin() + ptrdiff_t(best));
+    v.assign(bytes, 0);  // within its capacity: no new pages
+    return v;
+  }
+  void give_back(std::vector<uint8_t>&& v) {
+    if (v.capacity() == 0) return;
+    spares.push_back(std::move(v));
+    if (spares.size() > k_spares) {
+      auto smallest = std::min_element(spares.begin(), spares.end(),
+                                       [](const auto& a, const auto& b) { return a.capacity() < b.capacity(); });
+      spares.erase(smallest);
+    }
+  }
+
   // The full device image of `t` in the scratch buffer (HBM: one read of the whole image; LX:
   // each core's slice, the rest zero).
   uint8_t* gather_image(const detail::MappedTensor& t) {
@@ -315,7 +342,7 @@ struct Executor {
       if (it != host.end()) return it->second;
       auto& t = tensor(lds);
       const uint8_t* image = gather_image(t);
-      std::vector<uint8_t> buf(fmt::bytes_for(t.info.format, size_t(t.info.numel())));
+      std::vector<uint8_t> buf = host_buffer(fmt::bytes_for(t.info.format, size_t(t.info.numel())));
       const auto stv = fmt::contiguous_strides(t.info.size);
       fmt::device_to_host(image, t.info.layout,
                           fmt::MutableHostTensor{buf.data(), t.info.format, t.info.size, stv, 0});
@@ -357,7 +384,7 @@ struct Executor {
         ins.push_back(ops::view(data, t.info.format, t.info.size));
       }
       auto& ot = tensor(op.outputs[0]);
-      std::vector<uint8_t> obuf(fmt::bytes_for(ot.info.format, size_t(ot.info.numel())));
+      std::vector<uint8_t> obuf = host_buffer(fmt::bytes_for(ot.info.format, size_t(ot.info.numel())));
       ops::TensorView ov = ops::view(obuf.data(), ot.info.format, ot.info.size);
       ops::Attrs a = attrs;
       if (red && !ins.empty()) {
@@ -379,6 +406,7 @@ struct Executor {
       st.elements += uint64_t(ov.numel());
       if (detail::is_matmul(op.op_func_name) && !ins.empty())
         st.macs += uint64_t(ov.numel()) * uint64_t(ins[0].size.back());
+      if (auto old = host.find(op.outputs[0]); old != host.end()) give_back(std::move(old->second));
       host[op.outputs[0]] = std::move(obuf);
       written.insert(op.outputs[0]);
     }
@@ -391,6 +419,7 @@ struct Executor {
                           t.info.layout, image, fmt::Padding::zero, opt.rules);
       scatter_image(t, image);
     }
+    for (auto& [lds, buf] : host) give_back(std::move(buf));
   }
 };
 
