@@ -109,9 +109,15 @@ void write_tensor_raw(Memory& mem, const TensorInfo& info, std::span<const uint8
 }
 
 std::vector<float> read_tensor(Memory& mem, const TensorInfo& info) {
-  const auto raw = read_tensor_raw(mem, info);
+  need_hbm(info, "read_tensor");
+  std::vector<uint8_t> image(info.image_bytes);
+  mem.read(info.base, image.data(), image.size());
+  // Converted on the way out of the image (device_to_host converts each element to the host
+  // tensor's format): no host-order copy in the device format.
   std::vector<float> out(size_t(info.numel()));
-  fmt::convert(info.format, raw.data(), fmt::DataFormat::IEEE_FP32, out.data(), out.size());
+  const auto st = fmt::contiguous_strides(info.size);
+  fmt::device_to_host(image.data(), info.layout,
+                      fmt::MutableHostTensor{out.data(), fmt::DataFormat::IEEE_FP32, info.size, st, 0});
   return out;
 }
 
