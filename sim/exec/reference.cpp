@@ -595,6 +595,7 @@ struct Stored {
   RefTensor t;
   std::vector<int64_t> size;
   fmt::StickLayout layout;
+  fmt::DataFormat format = fmt::DataFormat::INVALID;  // the writer's view's device format
   int64_t image_elements = 0;
   // The device-image form (device_form): values, `have` and `m` in device element order.
   struct Device {
@@ -609,6 +610,7 @@ Stored store_of(RefTensor&& t, const TensorInfo& info) {
   s.t = std::move(t);
   s.size = info.size;
   s.layout = info.layout;
+  s.format = info.format;
   s.image_elements = device_elements(info);
   return s;
 }
@@ -618,7 +620,7 @@ TensorInfo written_info(const Stored& s) {
   TensorInfo w;
   w.size = s.size;
   w.layout = s.layout;
-  w.format = s.layout.format;
+  w.format = s.format;
   return w;
 }
 
@@ -644,7 +646,7 @@ const Stored::Device& device_form(Stored& s) {
     // The executor writes whole sticks, their padding lanes (past the stick dim's extent) as
     // zero (fmt::Padding::zero): a later op that reads them (a matmul over a restickify's padded
     // output) sees zeros, not an unwritten NaN.
-    const size_t eps = size_t(fmt::k_stick_bytes * 8 / fmt::bits_per_element(s.layout.format));
+    const size_t eps = size_t(fmt::k_stick_bytes * 8 / fmt::bits_per_element(s.format));
     for (size_t k = 0; eps && k + eps <= dv.v.size(); k += eps) {
       if (std::find(written.begin() + ptrdiff_t(k), written.begin() + ptrdiff_t(k + eps), 1) ==
           written.begin() + ptrdiff_t(k + eps))
