@@ -70,6 +70,10 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
       1, 1024));
   m_dma_request = dma.get_size("request_size", "4KiB", {"bytes per DMA request (whole sticks)", Provenance::Estimate});
   m_dma_issue_ps = dma.get_time("issue_interval", "4cycles", {"minimum time between request issues", Provenance::Estimate}).to_ps(m_clock_hz);
+  m_dma_op_latency_ps = dma.get_time("op_latency", "0ns",
+                                     {"time a DMA engine spends on each operation before its first request "
+                                      "(descriptor fetch and setup)", Provenance::Estimate})
+                            .to_ps(m_clock_hz);
   m_dma_flow = dma.get_choice("model", "request", {"request", "flow"},
                              {"request: every request of request_size goes to device memory on its own "
                               "(the validated model); flow: a whole DMA operation goes as one stream at the rate "
@@ -108,6 +112,9 @@ void Core::load(std::vector<CoreOp> program, double start_ps) {
         throw std::invalid_argument(path() + ": operation " + std::to_string(i) +
                                     " depends on a later operation " + std::to_string(d));
   m_program = std::move(program);
+  if (m_dma_op_latency_ps > 0)
+    for (CoreOp& op : m_program)
+      if ((op.engine == Engine::Load || op.engine == Engine::Store) && op.bytes > 0) op.extra_ps += m_dma_op_latency_ps;
   for (auto& v : m_by_engine) v.clear();
   for (uint32_t i = 0; i < m_program.size(); ++i) m_by_engine[static_cast<int>(m_program[i].engine)].push_back(i);
   ++m_generation;

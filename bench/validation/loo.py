@@ -7,7 +7,7 @@ card's). Then, for each row in turn, the knob is fitted on the other rows (the g
 least MAPE over them) and the left-out row is predicted with that value. Printed per row: the
 value the fit chose without it, its error then, and its error with the committed value.
 
-    python3 bench/validation/loo.py [--vspyre BIN] [--jobs N]
+    python3 bench/validation/loo.py [--vspyre BIN] [--jobs N] [--knob SUBSTRING]
 """
 import argparse
 import json
@@ -25,6 +25,7 @@ KNOBS = [
     ("card.memory.port_bandwidth", ["75GB/s", "80GB/s", "85GB/s", "90GB/s", "95GB/s"], "85GB/s",
      r"^amax_\d+x\d+_c(8|16)$"),
     ("card.core.pt.pass_overhead", ["10", "11", "12", "13", "14", "15"], "13", r"^mm_2048x(512|1024)x2048_c(1|2|4)$"),
+    ("card.core.dma.op_latency", ["0ns", "100ns", "150ns", "200ns", "250ns"], "150ns", "."),
     ("card.core.dma.issue_interval", ["4cycles", "8cycles", "12cycles", "16cycles", "20cycles", "24cycles"], "16cycles",
      r"^(shuffle_canonical|bmm_b[24]_)"),
 ]
@@ -56,8 +57,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vspyre", default=str(ROOT / "build" / "release" / "cli" / "vspyre"))
     ap.add_argument("--jobs", "-j", type=int, default=2)
+    ap.add_argument("--knob", help="only the knobs whose config path contains this")
     a = ap.parse_args()
     for path, grid, committed, rows in KNOBS:
+        if a.knob and a.knob not in path:
+            continue
         table = {v: errors(a.vspyre, rows, path, v, a.jobs) for v in grid}
         ids = sorted(table[grid[0]])
         print(f"{path} (grid {', '.join(grid)}; committed {committed}; rows {rows})")

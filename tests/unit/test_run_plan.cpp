@@ -577,7 +577,8 @@ TEST_CASE("run: a memory-bound op does not get faster when its SFP work gets slo
   // 2048x1024); the SFP is far from the bottleneck there. Before the scheduler batched requests
   // by row, 8 cycles per element ran this kernel 12 % faster than 1 cycle (request model); now
   // 4 % (the request model counts read/write turnarounds per 1 us bin, and the later stores
-  // share fewer bins with the loads), 0 % in the flow model.
+  // share fewer bins with the loads), 0 % in the flow model; with the DMA operations' setup time
+  // (card.core.dma.op_latency 150 ns) 6.8 % (78.6 against 73.3 us).
   RUN_REQUIRE_DIR(k_fixtures / "exp_2048x1024_c32");
   // One simulation per process: the CLI runs each.
   auto time_us = [](const std::string& model, const char* cycles) {
@@ -588,7 +589,7 @@ TEST_CASE("run: a memory-bound op does not get faster when its SFP work gets slo
     const double fast = time_us(model, "1");
     const double slow = time_us(model, "8");
     INFO(model << ": 1 cycle " << fast << " us, 8 cycles " << slow << " us");
-    CHECK(slow >= 0.95 * fast);
+    CHECK(slow >= 0.92 * fast);
     CHECK(slow <= 1.10 * fast);
   }
 }
@@ -620,7 +621,11 @@ TEST_CASE("run: the event scheduler gives the threads' kernel times on one core,
   // request model one step per request) and a one-core matmul, in both DMA models; and the 8-core
   // LX shuffle in flow (ring descriptors with acknowledgements, one step each). (Per-engine busy
   // times may differ a little even on one core: at equal times the loop runs a core's load
-  // before its store, the threads the other way round, and the two meet in memory.)
+  // before its store, the threads the other way round, and the two meet in memory.) The threads
+  // run at a 1 ns quantum: at 50 ns a thread may send a request up to 50 ns before the other
+  // engine's earlier one, and since each DMA operation starts after its setup time
+  // (card.core.dma.op_latency) the one-core add's loads and stores come that close: 1538.94 us at
+  // 50 ns against 1540.74 at 1 ns and with events.
   for (const char* f : {"softmax_512x1024_baseline", "add_2048x8192_c1", "mm_2048x512x2048_c1", "relu_neg_shuffle",
                         "mm_2048x512x2048_c32"})
     RUN_REQUIRE_DIR(k_fixtures / f);
@@ -637,7 +642,7 @@ TEST_CASE("run: the event scheduler gives the threads' kernel times on one core,
       {"mm_2048x512x2048_c1", "request"},       {"relu_neg_shuffle", "flow"}};
   for (const auto& [name, model] : alone) {
     INFO(name << ", " << model);
-    const double threads = run(name, model, "threads", "50ns")["kernel_time_us"].get<double>();
+    const double threads = run(name, model, "threads", "1ns")["kernel_time_us"].get<double>();
     const double events = run(name, model, "events", "50ns")["kernel_time_us"].get<double>();
     // relu_neg_shuffle's 8 cores load 256 B runs, 48 requests in flight each (Core::dma_slots):
     // their streams meet in memory, in an order the two schedulers may break ties in differently.
