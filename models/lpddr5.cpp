@@ -51,6 +51,18 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_t.t_wr = ns("t_wr", "34ns", "write recovery: end of write data to precharge of that row");
   m_t.t_rfc = ns("t_rfc", "280ns", "all-bank refresh cycle time");
   m_t.t_refi = ns("t_refi", "3906ns", "average refresh interval");
+  // A controller may postpone and pull in refreshes (LPDDR5 allows up to 8 each way) and a card's
+  // kernel starts at no particular phase of them, so a card's measured time is an average over
+  // refresh phases. With refresh at fixed times 32 cores in step met it at a phase that changed
+  // with where the kernel started: shifting every kernel of the validation table by 1 us changed
+  // 50 of 712 predictions by over 5 % (copy 8192x4096 on 32 cores: 1402 us starting after a 1 us
+  // launch, 1217 after 2 us; 1214-1216 spread). See bench/validation/README.md (2026-12-03).
+  m_t.refresh_spread =
+      p.get_choice("refresh", "spread", {"spread", "windows"},
+                   {"spread: every bin of the bus calendar loses t_rfc / t_refi, each bank's rows close once per "
+                    "t_refi at a time staggered across the banks (the average over refresh phases); windows: each "
+                    "channel's all-bank refresh at fixed times, staggered by channel",
+                    Provenance::Estimate}) == "spread";
   m_t.t_hide = ns("t_hide", "25ns", "part of a row miss (precharge + activate) the controller overlaps with other transfers");
   m_t.t_frontend = ns("t_frontend", "60ns", "memory controller plus on-chip network latency, each way");
   // A bin is also the window over which reads and writes sharing a channel are counted as mixed
@@ -175,7 +187,13 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
 }
 
 double Lpddr5::bin_capacity(const Channel& ch, int64_t index) const {
-  // Bus time in the bin less any overlap with this channel's refresh windows.
+  // Bus time in the bin less the refresh's average share (spread), or less any overlap with this
+  // channel's refresh windows.
+  if (m_t.refresh_spread) return m_t.bin * std::max(0.0, 1.0 - m_t.t_rfc / m_t.t_refi);
+  return window_capacity(ch, index);
+}
+
+double Lpddr5::window_capacity(const Channel& ch, int64_t index) const {
   const double lo = static_cast<double>(index) * m_t.bin, hi = lo + m_t.bin;
   double cap = m_t.bin;
   double k = std::floor((lo - ch.refresh_offset - m_t.t_rfc) / m_t.t_refi);
@@ -356,7 +374,10 @@ double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool i
     const int64_t row = m_bank_memo_row;
     Bank& bank = ch.banks[m_bank_memo];
     // A refresh since the bank's last use closed its row.
-    const double epoch = ch.refresh_epoch(t - ch.refresh_offset);
+    // spread: bank b's rows close b / banks of an interval after the channel's.
+    const double epoch = ch.refresh_epoch(
+        t - ch.refresh_offset -
+        (m_t.refresh_spread ? m_t.t_refi * static_cast<double>(m_bank_memo) / static_cast<double>(m_t.banks) : 0.0));
     // A refresh closes every row, the recent ones too.
     if (bank.last_refresh_epoch != epoch)
       for (auto& r : bank.recent_row) r = -1;
@@ -421,9 +442,18 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
     s.bytes += chunk;
     a += chunk;
   }
+  // Refresh spread: its share of bus time comes off every bin, and a request meets it at no
+  // particular phase: it waits the mean a lone request spread over its channels waits for a
+  // refresh window (refresh_wait_ps; about 40 ns for 4 KiB over 16 channels).
+  double t_req = t;
+  if (m_t.refresh_spread) {
+    uint64_t spanned = 0;
+    for (uint32_t c = 0; c < nch; ++c) spanned += segs[c].used ? 1 : 0;
+    t_req += refresh_wait_ps(spanned);
+  }
   for (uint32_t c = 0; c < nch; ++c)
     if (segs[c].used) {
-      done = std::max(done, channel_access(c, segs[c].local, segs[c].bytes, is_write, t));
+      done = std::max(done, channel_access(c, segs[c].local, segs[c].bytes, is_write, t_req));
       segs[c] = Seg{};
     }
   // The data also crosses the requester's port, which every core on its side shares.
@@ -500,6 +530,7 @@ double Lpddr5::load_bytes_at(double t) const {
 
 double Lpddr5::refresh_wait_ps(uint64_t spread) const {
   const uint64_t nch = m_channels.size();
+  // The same with refresh spread: it is the windows' average over phases either way.
   if (m_t.t_rfc <= 0 || m_t.t_refi <= 0 || spread == 0 || nch == 0) return 0;
   spread = std::min<uint64_t>(spread, nch);
   if (m_refresh_wait.size() != nch + 1) m_refresh_wait.assign(nch + 1, -1.0);
@@ -515,7 +546,7 @@ double Lpddr5::refresh_wait_ps(uint64_t spread) const {
     const double t = (i + 0.5) * m_t.t_refi / kPerInterval;
     const auto index = static_cast<int64_t>(std::floor(t / m_t.bin));
     const double lo = static_cast<double>(index) * m_t.bin;
-    for (uint64_t c = 0; c < nch; ++c) before[c] = m_t.bin - bin_capacity(m_channels[c], index);
+    for (uint64_t c = 0; c < nch; ++c) before[c] = m_t.bin - window_capacity(m_channels[c], index);
     for (uint64_t c0 = 0; c0 < nch; ++c0) {
       double wait = 0;
       for (uint64_t k = 0; k < spread; ++k) wait = std::max(wait, lo + before[(c0 + k) % nch] - t);

@@ -41,6 +41,11 @@ struct Lpddr5Timing {
   double history = 0;           // how long the calendar keeps past bins
   double coalesce_window = 0;   // identical reads within this window are served once
   double mix_window = 0;        // flow model: averaging window of the read/write mix
+  // Refresh: false (`windows`), each channel's all-bank refresh at fixed times (staggered by
+  // channel): its bins lose those windows and every bank's rows close at them. true (`spread`):
+  // the phase-averaged controller: every bin loses t_rfc / t_refi of its bus time, and each bank's
+  // rows close once per t_refi, the banks of a channel staggered across the interval.
+  bool refresh_spread = true;
   // The scheduler's reordering, seen from one bank: a request to any of the last `reorder_rows`
   // rows the bank opened within `reorder_window` is served with the requests that opened it, so
   // it pays no precharge + activate of its own. 1: only the open row hits (in arrival order).
@@ -164,6 +169,8 @@ class Lpddr5 : public Component {
   }
   Bin& new_bin_at(Channel& ch, int64_t& index);
   double bin_capacity(const Channel& ch, int64_t index) const;
+  // The bus time the channel's refresh windows leave in the bin (refresh: windows).
+  double window_capacity(const Channel& ch, int64_t index) const;
   // Places `need` ps of bus work no earlier than `ready`; returns when it ends.
   // The first bin at or after `index` with bus time left.
   int64_t first_open(Channel& ch, int64_t index, Bin*& bin);

@@ -25,7 +25,7 @@ KNOBS = [
     ("card.memory.port_bandwidth", ["75GB/s", "80GB/s", "85GB/s", "90GB/s", "95GB/s"], "85GB/s",
      r"^amax_\d+x\d+_c(8|16)$"),
     ("card.core.pt.pass_overhead", ["10", "11", "12", "13", "14", "15"], "13", r"^mm_2048x(512|1024)x2048_c(1|2|4)$"),
-    ("card.core.dma.op_latency", ["0ns", "100ns", "150ns", "200ns", "250ns"], "150ns", "."),
+    ("card.core.dma.op_latency", ["0ns", "100ns", "150ns", "200ns", "250ns"], "200ns", "."),
     ("card.core.dma.issue_interval", ["4cycles", "8cycles", "12cycles", "16cycles", "20cycles", "24cycles"], "16cycles",
      r"^(shuffle_canonical|bmm_b[24]_)"),
 ]

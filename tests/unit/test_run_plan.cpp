@@ -710,10 +710,12 @@ TEST_CASE("run: one core reads as fast in the flow DMA model as request by reque
   CHECK(flow == Approx(request).epsilon(0.10));
   // A one-core add (two loads and a store in flight together): the refresh wait grows with the
   // bus load the three streams make. Flow took 1071 us with no wait, 1283 with a lone request's,
-  // 1484 with the load; request by request 1500.
+  // 1484 with the load; request by request 1500. With refresh spread (memory.refresh, the
+  // default since 2026-12-03) and the DMA setup time: flow 1508, request 1398 (the request model
+  // waits a lone request's mean, which does not grow with the load), the card 1499.
   RUN_REQUIRE_DIR(k_fixtures / "add_4096x4096_c1");
   auto add = [&](const char* model) { return kernel_us("add_4096x4096_c1", {std::string("card.core.dma.model=") + model}); };
-  CHECK(add("flow") == Approx(add("request")).epsilon(0.05));
+  CHECK(add("flow") == Approx(add("request")).epsilon(0.10));
 }
 
 TEST_CASE("run: a matmul's output block waits for the store of the block two before it, not of the last tile's", "[run]") {
