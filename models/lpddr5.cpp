@@ -56,7 +56,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   // refresh phases. With refresh at fixed times 32 cores in step met it at a phase that changed
   // with where the kernel started: shifting every kernel of the validation table by 1 us changed
   // 50 of 712 predictions by over 5 % (copy 8192x4096 on 32 cores: 1402 us starting after a 1 us
-  // launch, 1217 after 2 us; 1214-1216 spread). See bench/validation/README.md (2026-12-03).
+  // launch, 1217 after 2 us; 1221-1238 spread). See bench/validation/README.md (2026-12-03).
   m_t.refresh_spread =
       p.get_choice("refresh", "spread", {"spread", "windows"},
                    {"spread: every bin of the bus calendar loses t_rfc / t_refi, each bank's rows close once per "

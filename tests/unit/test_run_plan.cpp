@@ -578,7 +578,7 @@ TEST_CASE("run: a memory-bound op does not get faster when its SFP work gets slo
   // by row, 8 cycles per element ran this kernel 12 % faster than 1 cycle (request model); now
   // 4 % (the request model counts read/write turnarounds per 1 us bin, and the later stores
   // share fewer bins with the loads), 0 % in the flow model; with the DMA operations' setup time
-  // (card.core.dma.op_latency 150 ns) 6.8 % (78.6 against 73.3 us).
+  // (card.core.dma.op_latency) 4.8 % (79.0 against 75.2 us; 6.8 % at 150 ns with refresh windows).
   RUN_REQUIRE_DIR(k_fixtures / "exp_2048x1024_c32");
   // One simulation per process: the CLI runs each.
   auto time_us = [](const std::string& model, const char* cycles) {
@@ -624,8 +624,8 @@ TEST_CASE("run: the event scheduler gives the threads' kernel times on one core,
   // before its store, the threads the other way round, and the two meet in memory.) The threads
   // run at a 1 ns quantum: at 50 ns a thread may send a request up to 50 ns before the other
   // engine's earlier one, and since each DMA operation starts after its setup time
-  // (card.core.dma.op_latency) the one-core add's loads and stores come that close: 1538.94 us at
-  // 50 ns against 1540.74 at 1 ns and with events.
+  // (card.core.dma.op_latency) the one-core add's loads and stores come that close: 1405.50 us at
+  // 50 ns against 1401.02 at 1 ns and with events.
   for (const char* f : {"softmax_512x1024_baseline", "add_2048x8192_c1", "mm_2048x512x2048_c1", "relu_neg_shuffle",
                         "mm_2048x512x2048_c32"})
     RUN_REQUIRE_DIR(k_fixtures / f);
