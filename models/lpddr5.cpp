@@ -430,6 +430,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   std::vector<Seg>& segs = m_segs;
   // Shifts and masks on power-of-two geometry (every preset), divisions otherwise.
   const bool p2 = m_geom_pow2;
+  uint64_t spanned = 0;  // channels the request reaches
   while (a < end) {
     const uint64_t off = p2 ? a & (il - 1) : a % il;
     const uint64_t chunk = std::min<uint64_t>(end - a, il - off);
@@ -437,6 +438,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
     Seg& s = segs[p2 ? stripe & (nch - 1) : stripe % nch];
     if (!s.used) {
       s.used = true;
+      ++spanned;
       s.local = (p2 ? stripe >> m_nch_shift : stripe / nch) * il + off;
     }
     s.bytes += chunk;
@@ -445,12 +447,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   // Refresh spread: its share of bus time comes off every bin, and a request meets it at no
   // particular phase: it waits the mean a lone request spread over its channels waits for a
   // refresh window (refresh_wait_ps; about 40 ns for 4 KiB over 16 channels).
-  double t_req = t;
-  if (m_t.refresh_spread) {
-    uint64_t spanned = 0;
-    for (uint32_t c = 0; c < nch; ++c) spanned += segs[c].used ? 1 : 0;
-    t_req += refresh_wait_ps(spanned);
-  }
+  const double t_req = m_t.refresh_spread ? t + refresh_wait_ps(spanned) : t;
   for (uint32_t c = 0; c < nch; ++c)
     if (segs[c].used) {
       done = std::max(done, channel_access(c, segs[c].local, segs[c].bytes, is_write, t_req));

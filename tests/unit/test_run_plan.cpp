@@ -578,7 +578,7 @@ TEST_CASE("run: a memory-bound op does not get faster when its SFP work gets slo
   // by row, 8 cycles per element ran this kernel 12 % faster than 1 cycle (request model); now
   // 4 % (the request model counts read/write turnarounds per 1 us bin, and the later stores
   // share fewer bins with the loads), 0 % in the flow model; with the DMA operations' setup time
-  // (card.core.dma.op_latency) 4.8 % (79.0 against 75.2 us; 6.8 % at 150 ns with refresh windows).
+  // (card.core.dma.op_latency) and refresh spread 4.8 % (79.0 against 75.2 us).
   RUN_REQUIRE_DIR(k_fixtures / "exp_2048x1024_c32");
   // One simulation per process: the CLI runs each.
   auto time_us = [](const std::string& model, const char* cycles) {
@@ -589,7 +589,7 @@ TEST_CASE("run: a memory-bound op does not get faster when its SFP work gets slo
     const double fast = time_us(model, "1");
     const double slow = time_us(model, "8");
     INFO(model << ": 1 cycle " << fast << " us, 8 cycles " << slow << " us");
-    CHECK(slow >= 0.92 * fast);
+    CHECK(slow >= 0.95 * fast);
     CHECK(slow <= 1.10 * fast);
   }
 }
