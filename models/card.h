@@ -41,6 +41,7 @@ class Card : public Component {
   double sfp_cycles_transcendental() const { return m_sfp_transcendental; }
   double sfp_cycles_reduce_across_stick() const { return m_sfp_reduce_across_stick; }
   uint64_t tile_target_bytes() const { return m_tile_target; }
+  bool sfp_primary_order() const { return m_sfp_primary_order; }
 
   tlm_utils::simple_initiator_socket<Card> host_port;
 
@@ -58,6 +59,7 @@ class Card : public Component {
   double m_launch_overhead_ps = 0;
   double m_sfp_simple = 1, m_sfp_divide = 1, m_sfp_transcendental = 1, m_sfp_reduce_across_stick = 0;
   uint64_t m_tile_target = 0;
+  bool m_sfp_primary_order = false;
   bool m_events = false;
   bool m_ties_high = false;  // card.tie_order: higher_core
   Scalar& m_runs;

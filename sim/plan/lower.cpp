@@ -82,6 +82,10 @@ struct Tensor {
   // A PT operand whose row dim is not the first layout dim right outside the stick: that dim's
   // layout index, else -1. Its blocks move stick by stick, row dim innermost (pt_operand_rows()).
   int pt_row = -1;
+  // An SFP operand whose HBM layout orders its dims unlike its role's primary layout (the order
+  // the SFP streams the op in, and so the order of its LX image): the layout dims in the order
+  // the DMA walks them, innermost first (sfp_operand_order()). Empty: the layout order.
+  std::vector<size_t> move;
   bool has(const std::string& d) const {
     for (size_t i = 0; i < dims.size(); ++i)
       if (dims[i] == d && !reduced[i]) return true;
@@ -109,6 +113,7 @@ class Lowerer {
   bool shuffle(const Sdsc& s, uint64_t exec_index);
   std::vector<Tensor> tensors(const Sdsc& s) const;
   void pt_operand_rows(const Sdsc& s, std::vector<Tensor>& ts) const;
+  void sfp_operand_order(const Sdsc& s, std::vector<Tensor>& ts) const;
   uint64_t ext_of(const Sdsc& s, uint32_t core, const std::string& d) const;
   uint64_t max_ext_of(const Sdsc& s, const std::string& d) const;  // over the SDSC's cores
 
@@ -172,7 +177,42 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
     out.push_back(std::move(t));
   }
   pt_operand_rows(s, out);
+  sfp_operand_order(s, out);
   return out;
+}
+
+// Sets Tensor::move for the HBM tensors of an SDSC that runs on the SFP only. The SFP streams an
+// op in the order of its primaryDsInfo_ layout and each operand's LX image follows it; a tensor
+// whose HBM layout orders the dims it holds (more than one unit of) differently is moved in that
+// order, in runs as long as both orders keep contiguous. The compiler writes such a tensor for
+// `torch.cat([x, x], dim=0)`: primary [x, out, mb] (rows innermost), output [mb, out, x] (the
+// copy index innermost, rows outermost), so its store is a stick at a time. A ReStickifyOpHBM
+// changes the stick dim and has its own path; PT operands have Tensor::pt_row.
+void Lowerer::sfp_operand_order(const Sdsc& s, std::vector<Tensor>& ts) const {
+  if (!m_card.dma_primary_order) return;
+  for (const auto& cop : s.compute_ops)
+    if (cop.ex_unit != bundle::ExUnit::sfp || cop.op_func_name == "ReStickifyOpHBM") return;
+  for (Tensor& t : ts) {
+    if (!t.hbm || t.pt_row >= 0) continue;
+    const LabeledDs* ds = nullptr;
+    for (const auto& d : s.labeled_ds)
+      if (d.idx == t.idx) ds = &d;
+    const bundle::LayoutInfo* li = ds ? s.layout_for(*ds) : nullptr;
+    if (!li) continue;
+    std::vector<size_t> order;  // the tensor's dims in primary order, then any the primary lacks
+    for (const auto& d : li->layout_dim_order)
+      for (size_t i = 0; i < t.dims.size(); ++i)
+        if (t.dims[i] == d && std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+    for (size_t i = 0; i < t.dims.size(); ++i)
+      if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+    // Only the dims of more than one unit decide: a dim of one unit is contiguous anywhere.
+    std::vector<size_t> a, b;
+    for (size_t i = 0; i < t.dims.size(); ++i)
+      if (t.full[i] > 1) a.push_back(i);
+    for (size_t i : order)
+      if (t.full[i] > 1) b.push_back(i);
+    if (a != b) t.move = std::move(order);
+  }
 }
 
 // Sets Tensor::pt_row for the HBM operands of the SDSC's PT ops. The array reads an operand from
@@ -252,18 +292,27 @@ uint64_t leading_run(const Tensor& t, uint64_t stick_bytes, Cnt&& cnt, size_t* n
     if (next) *next = 0;
     return run;
   }
+  if (!t.move.empty()) {  // moved in another order (Tensor::move): runs while strides chain
+    while (i < t.move.size() && t.stride[t.move[i]] == run && cnt(t.move[i]) == t.full[t.move[i]]) run *= cnt(t.move[i++]);
+    if (i < t.move.size() && t.stride[t.move[i]] == run) run *= cnt(t.move[i++]);
+    if (next) *next = i;
+    return run;
+  }
   while (i < t.dims.size() && cnt(i) == t.full[i]) run *= cnt(i++);
   if (i < t.dims.size()) run *= cnt(i++);
   if (next) *next = i;
   return run;
 }
 
+// Layout dim of tensor t at position j of the order its blocks are walked in.
+inline size_t walk_dim(const Tensor& t, size_t j) { return t.move.empty() ? j : t.move[j]; }
+
 // The bytes make_block() moves for these counts, without building the block.
 uint64_t block_byte_count(const Tensor& t, const std::vector<uint64_t>& cnt, uint64_t stick_bytes) {
   size_t i = 0;
   uint64_t bytes = leading_run(t, stick_bytes, [&](size_t d) { return cnt[d]; }, &i);
   for (; i < t.dims.size(); ++i)
-    if (cnt[i] > 1) bytes *= cnt[i];
+    if (cnt[walk_dim(t, i)] > 1) bytes *= cnt[walk_dim(t, i)];
   return bytes;
 }
 
@@ -290,7 +339,7 @@ void make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off
   const size_t row = t.pt_row >= 0 ? static_cast<size_t>(t.pt_row) : t.dims.size();
   if (row < t.dims.size()) level(row);
   for (; i < t.dims.size(); ++i)
-    if (i != row) level(i);
+    if (walk_dim(t, i) != row) level(walk_dim(t, i));
   // A single run covering everything: no levels needed.
   if (b.levels.size() == 1 && b.levels[0].second == run) {
     b.run = b.bytes;
@@ -619,7 +668,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   std::vector<char> short_share(ts.size());
   // So does a PT operand moved stick by stick (Tensor::pt_row).
   for (size_t k = 0; k < ts.size(); ++k)
-    short_share[k] = ts[k].pt_row >= 0 || share_bytes(ts[k], true) < m_card.dma_run_bytes;
+    short_share[k] = ts[k].pt_row >= 0 || !ts[k].move.empty() || share_bytes(ts[k], true) < m_card.dma_run_bytes;
   auto min_run = [&]() {
     uint64_t best = UINT64_MAX;
     for (size_t k = 0; k < ts.size(); ++k) {

@@ -48,6 +48,9 @@ struct CardParams {
   // A contiguous run this long gives every memory channel whole rows (channels x row size): the
   // tiling prefers runs at least this long (up to the tile target) when another tiling fits.
   uint64_t dma_run_bytes = 4096;
+  // An SFP operand laid out in device memory unlike the op's primary layout is moved in the
+  // primary order (the SFP's streaming order), else in its own layout's (card.plan.sfp_operand_order).
+  bool dma_primary_order = false;
   SfpCosts sfp;
 };
 

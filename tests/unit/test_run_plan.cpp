@@ -364,6 +364,55 @@ TEST_CASE("run: a PT operand whose rows are not right outside the stick moves st
   }
 }
 
+TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike the primary layout moves", "[run]") {
+  // The real compiler's torch.cat([x, x], dim=0) of 2048x2048 on 32 cores: primary layout
+  // [x, out, mb] (rows innermost), output [mb, out, x] (the copy index innermost). Walked in its
+  // own layout a core's store is one 512 KiB run; walked in the primary order it is a stick at a
+  // time, rows innermost (stride: a row of the output, 32 stick columns x 2 copies). The input,
+  // laid out as the primary, moves the same either way.
+  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "cat0_2048x2048_c32";
+  RUN_REQUIRE_DIR(dir);
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  plan::CardParams cp = plan_card_params(card);
+  const uint64_t SB = cp.stick_bytes;
+  const auto lb = bundle::load_bundle(dir);
+  const auto res = bundle::resolve(lb, plan::default_bindings(lb));
+  auto core0 = [&](bool primary) {
+    cp.dma_primary_order = primary;
+    const plan::Plan p = plan::lower(lb, res, cp);
+    REQUIRE(p.stages_size() == 2);
+    return p.stages(1).cores(0);
+  };
+  const plan::CoreProgram layout = core0(false), primary = core0(true);
+  REQUIRE(layout.ops_size() == primary.ops_size());
+  uint64_t stored = 0;
+  for (int i = 0; i < layout.ops_size(); ++i) {
+    const plan::Op& a = layout.ops(i);
+    const plan::Op& b = primary.ops(i);
+    INFO(a.name());
+    CHECK(a.bytes() == b.bytes());
+    CHECK(a.addr() == b.addr());
+    if (a.kind() == plan::Op::DMA_IN) {
+      CHECK(a.run_bytes() == b.run_bytes());
+      CHECK(a.levels_size() == b.levels_size());
+    }
+    if (a.kind() != plan::Op::DMA_OUT) continue;
+    stored += a.bytes();
+    CHECK(a.run_bytes() == a.bytes());
+    CHECK(a.levels_size() == 0);
+    CHECK(b.run_bytes() == SB);
+    REQUIRE(b.levels_size() == 3);
+    CHECK(b.levels(0).count() == 2048 / 32);           // the core's rows
+    CHECK(b.levels(0).stride() == (2048 / 64) * 2 * SB);  // one output row on
+    CHECK(b.levels(1).count() == 2048 / 64);            // stick columns
+    CHECK(b.levels(1).stride() == 2 * SB);
+    CHECK(b.levels(2).count() == 2);                    // the two copies
+    CHECK(b.levels(2).stride() == SB);
+  }
+  CHECK(stored == 2 * 2048 / 32 * 2048 * 2);
+}
+
 TEST_CASE("run: DMA runs shorter than a request keep the engine's bytes in flight, not its request count", "[run]") {
   auto sim = make_card();
   const Core& core = sim->top_as<Card>().core(0);
