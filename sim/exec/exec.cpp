@@ -39,8 +39,14 @@ void SparseMemory::write(uint64_t addr, const void* src, size_t n) {
     const size_t chunk = size_t(std::min<uint64_t>(n, k_page_bytes - off));
     auto& p = pages_[page];
     if (!p) {
-      p = std::make_unique<uint8_t[]>(k_page_bytes);
-      std::memset(p.get(), 0, k_page_bytes);
+      // A new page reads as zero outside what this write covers. A write of the whole page (every
+      // page of a large tensor's image) leaves nothing to clear: the page is not zeroed first
+      // (make_unique<uint8_t[]> and a memset did so twice, on top of the kernel's first touch).
+      p.reset(new uint8_t[k_page_bytes]);
+      if (chunk < k_page_bytes) {
+        std::memset(p.get(), 0, size_t(off));
+        std::memset(p.get() + off + chunk, 0, size_t(k_page_bytes - off - chunk));
+      }
     }
     std::memcpy(p.get() + off, in, chunk);
     in += chunk;

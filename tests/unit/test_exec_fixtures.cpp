@@ -712,6 +712,20 @@ TEST_CASE("exec: SparseMemory reads zeros where nothing was written and spans pa
   for (size_t i = 0; i < 100; ++i) CHECK(r[i] == 0);
   CHECK(std::memcmp(r.data() + 100, w.data(), w.size()) == 0);
   for (size_t i = w.size() + 100; i < r.size(); ++i) CHECK(r[i] == 0);
+  // A write inside a fresh page: the page reads zero on both sides of it (a new page is cleared
+  // only where the write does not cover it), and a later write there keeps the first.
+  const uint64_t page = 10 * exec::SparseMemory::k_page_bytes;
+  const std::vector<uint8_t> a(10, 0xAB), b(5, 0xCD);
+  m.write(page + 1000, a.data(), a.size());
+  m.write(page + 3000, b.data(), b.size());
+  std::vector<uint8_t> whole(exec::SparseMemory::k_page_bytes, 0x55);
+  m.read(page, whole.data(), whole.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    const uint8_t want = (i >= 1000 && i < 1010) ? 0xAB : (i >= 3000 && i < 3005) ? 0xCD : 0;
+    if (whole[i] != want) ++bad;
+  }
+  CHECK(bad == 0);
 }
 
 TEST_CASE("exec: npy files round-trip and bad ones are rejected by name", "[exec]") {
