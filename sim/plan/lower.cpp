@@ -84,7 +84,7 @@ struct Tensor {
   int pt_row = -1;
   // An SFP operand whose HBM layout orders its dims unlike its role's primary layout (the order
   // the SFP streams the op in, and so the order of its LX image): the layout dims in the order
-  // the DMA walks them, innermost first (sfp_operand_order()). Empty: the layout order.
+  // the DMA walks them, innermost first (primary_walk()). Empty: the layout order.
   std::vector<size_t> move;
   bool has(const std::string& d) const {
     for (size_t i = 0; i < dims.size(); ++i)
@@ -113,13 +113,37 @@ class Lowerer {
   bool shuffle(const Sdsc& s, uint64_t exec_index);
   std::vector<Tensor> tensors(const Sdsc& s) const;
   void pt_operand_rows(const Sdsc& s, std::vector<Tensor>& ts) const;
-  void sfp_operand_order(const Sdsc& s, std::vector<Tensor>& ts) const;
   uint64_t ext_of(const Sdsc& s, uint32_t core, const std::string& d) const;
   uint64_t max_ext_of(const Sdsc& s, const std::string& d) const;  // over the SDSC's cores
 
   const CardParams& m_card;
   Plan& m_plan;
 };
+
+// The order a DMA walks an SFP operand in (Tensor::move). The SFP streams an op in the order of
+// its primaryDsInfo_ layout and each operand's LX image follows it; a tensor whose HBM layout
+// orders the dims it holds (more than one unit of) differently is moved in that order, in runs as
+// long as both orders keep contiguous. The compiler writes such a tensor for
+// `torch.cat([x, x], dim=0)`: primary [x, out, mb] (rows innermost), output [mb, out, x] (the
+// copy index innermost, rows outermost), so its store is a stick at a time. Empty when the orders
+// agree. (A ReStickifyOpHBM changes the stick dim and has its own path; PT operands have
+// Tensor::pt_row.)
+std::vector<size_t> primary_walk(const Tensor& t, const bundle::LayoutInfo& primary) {
+  std::vector<size_t> order;  // the tensor's dims in primary order, then any the primary lacks
+  for (const auto& d : primary.layout_dim_order)
+    for (size_t i = 0; i < t.dims.size(); ++i)
+      if (t.dims[i] == d && std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+  for (size_t i = 0; i < t.dims.size(); ++i)
+    if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+  // Only the dims of more than one unit decide: a dim of one unit is contiguous anywhere.
+  std::vector<size_t> a, b;
+  for (size_t i = 0; i < t.dims.size(); ++i)
+    if (t.full[i] > 1) a.push_back(i);
+  for (size_t i : order)
+    if (t.full[i] > 1) b.push_back(i);
+  if (a == b) order.clear();
+  return order;
+}
 
 std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
   std::vector<Tensor> out;
@@ -129,6 +153,11 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
     ins.insert(op.inputs.begin(), op.inputs.end());
     outs.insert(op.outputs.begin(), op.outputs.end());
   }
+  // card.plan.sfp_operand_order primary: an SDSC that runs on the SFP only walks its HBM tensors
+  // in the primary order (primary_walk()).
+  bool primary_order = m_card.sfp_primary_order;
+  for (const auto& op : s.compute_ops)
+    if (op.ex_unit != bundle::ExUnit::sfp || op.op_func_name == "ReStickifyOpHBM") primary_order = false;
   for (const LabeledDs& ds : s.labeled_ds) {
     Tensor t;
     t.idx = ds.idx;
@@ -174,45 +203,11 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
       t.max_ext.push_back(max_ext_of(s, d));
       stride *= full;
     }
+    if (primary_order && t.hbm && li) t.move = primary_walk(t, *li);
     out.push_back(std::move(t));
   }
   pt_operand_rows(s, out);
-  sfp_operand_order(s, out);
   return out;
-}
-
-// Sets Tensor::move for the HBM tensors of an SDSC that runs on the SFP only. The SFP streams an
-// op in the order of its primaryDsInfo_ layout and each operand's LX image follows it; a tensor
-// whose HBM layout orders the dims it holds (more than one unit of) differently is moved in that
-// order, in runs as long as both orders keep contiguous. The compiler writes such a tensor for
-// `torch.cat([x, x], dim=0)`: primary [x, out, mb] (rows innermost), output [mb, out, x] (the
-// copy index innermost, rows outermost), so its store is a stick at a time. A ReStickifyOpHBM
-// changes the stick dim and has its own path; PT operands have Tensor::pt_row.
-void Lowerer::sfp_operand_order(const Sdsc& s, std::vector<Tensor>& ts) const {
-  if (!m_card.dma_primary_order) return;
-  for (const auto& cop : s.compute_ops)
-    if (cop.ex_unit != bundle::ExUnit::sfp || cop.op_func_name == "ReStickifyOpHBM") return;
-  for (Tensor& t : ts) {
-    if (!t.hbm || t.pt_row >= 0) continue;
-    const LabeledDs* ds = nullptr;
-    for (const auto& d : s.labeled_ds)
-      if (d.idx == t.idx) ds = &d;
-    const bundle::LayoutInfo* li = ds ? s.layout_for(*ds) : nullptr;
-    if (!li) continue;
-    std::vector<size_t> order;  // the tensor's dims in primary order, then any the primary lacks
-    for (const auto& d : li->layout_dim_order)
-      for (size_t i = 0; i < t.dims.size(); ++i)
-        if (t.dims[i] == d && std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
-    for (size_t i = 0; i < t.dims.size(); ++i)
-      if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
-    // Only the dims of more than one unit decide: a dim of one unit is contiguous anywhere.
-    std::vector<size_t> a, b;
-    for (size_t i = 0; i < t.dims.size(); ++i)
-      if (t.full[i] > 1) a.push_back(i);
-    for (size_t i : order)
-      if (t.full[i] > 1) b.push_back(i);
-    if (a != b) t.move = std::move(order);
-  }
 }
 
 // Sets Tensor::pt_row for the HBM operands of the SDSC's PT ops. The array reads an operand from
@@ -281,9 +276,13 @@ struct Block {
   std::vector<std::pair<uint64_t, uint64_t>> levels;  // (count, stride), innermost first
 };
 
-// The contiguous run of a block of tensor t: the stick, times every inner layout dim the block
-// holds whole, times the first one it cuts. `cnt(i)`: the block's units along layout dim i.
-// `next`: set to the first layout dim past the run.
+// Layout dim of tensor t at position j of the order its blocks are walked in.
+inline size_t walk_dim(const Tensor& t, size_t j) { return t.move.empty() ? j : t.move[j]; }
+
+// The contiguous run of a block of tensor t: the stick, times every inner dim (in the order the
+// block is walked, walk_dim()) the block holds whole, times the first one it cuts, as long as
+// they lie one after another in memory. `cnt(i)`: the block's units along layout dim i. `next`:
+// set to the first walk position past the run.
 template <typename Cnt>
 uint64_t leading_run(const Tensor& t, uint64_t stick_bytes, Cnt&& cnt, size_t* next = nullptr) {
   uint64_t run = stick_bytes;
@@ -292,20 +291,14 @@ uint64_t leading_run(const Tensor& t, uint64_t stick_bytes, Cnt&& cnt, size_t* n
     if (next) *next = 0;
     return run;
   }
-  if (!t.move.empty()) {  // moved in another order (Tensor::move): runs while strides chain
-    while (i < t.move.size() && t.stride[t.move[i]] == run && cnt(t.move[i]) == t.full[t.move[i]]) run *= cnt(t.move[i++]);
-    if (i < t.move.size() && t.stride[t.move[i]] == run) run *= cnt(t.move[i++]);
-    if (next) *next = i;
-    return run;
-  }
-  while (i < t.dims.size() && cnt(i) == t.full[i]) run *= cnt(i++);
-  if (i < t.dims.size()) run *= cnt(i++);
+  // Along the walk order, while the dims chain contiguously (in the layout order they always do).
+  auto chains = [&](size_t d) { return t.stride[d] == run; };
+  while (i < t.dims.size() && chains(walk_dim(t, i)) && cnt(walk_dim(t, i)) == t.full[walk_dim(t, i)])
+    run *= cnt(walk_dim(t, i++));
+  if (i < t.dims.size() && chains(walk_dim(t, i))) run *= cnt(walk_dim(t, i++));
   if (next) *next = i;
   return run;
 }
-
-// Layout dim of tensor t at position j of the order its blocks are walked in.
-inline size_t walk_dim(const Tensor& t, size_t j) { return t.move.empty() ? j : t.move[j]; }
 
 // The bytes make_block() moves for these counts, without building the block.
 uint64_t block_byte_count(const Tensor& t, const std::vector<uint64_t>& cnt, uint64_t stick_bytes) {

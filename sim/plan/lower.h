@@ -50,7 +50,7 @@ struct CardParams {
   uint64_t dma_run_bytes = 4096;
   // An SFP operand laid out in device memory unlike the op's primary layout is moved in the
   // primary order (the SFP's streaming order), else in its own layout's (card.plan.sfp_operand_order).
-  bool dma_primary_order = false;
+  bool sfp_primary_order = false;
   SfpCosts sfp;
 };
 

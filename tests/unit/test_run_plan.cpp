@@ -379,7 +379,7 @@ TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike
   const auto lb = bundle::load_bundle(dir);
   const auto res = bundle::resolve(lb, plan::default_bindings(lb));
   auto core0 = [&](bool primary) {
-    cp.dma_primary_order = primary;
+    cp.sfp_primary_order = primary;
     const plan::Plan p = plan::lower(lb, res, cp);
     REQUIRE(p.stages_size() == 2);
     return p.stages(1).cores(0);
