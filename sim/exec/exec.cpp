@@ -337,6 +337,147 @@ struct Executor {
                             [&](int64_t i) { std::memcpy(buf.data() + size_t(i) * w, code, w); });
   }
 
+  // The streaming path. An execution qualifies when
+  //  - it has no coordinateMasking_ and every op is elementwise (ops::is_elementwise) with one
+  //    output;
+  //  - every tensor it names lives in HBM and none is a tile of a larger one;
+  //  - all but the scalars (one element, read only: the compiler's copy is x + a broadcast 0)
+  //    have one shape and one stick layout (so one format) whose image has no padding: element k
+  //    of every image then holds the same logical coordinate, and an elementwise op can run on
+  //    any range of image elements;
+  //  - any two of its tensors occupy the same bytes or disjoint ones: a chunk's writes then never
+  //    reach bytes another tensor reads in a later chunk;
+  //  - each written tensor's core slices, as scatter_image writes them, cover its image exactly
+  //    once at its own addresses.
+  // It then reads, computes and writes k_stream_chunk_bytes of each image at a time. Within a
+  // chunk it keeps the whole-tensor path's order: an operand comes from this execution's own
+  // earlier result if there is one, else from memory as it was before the execution; results
+  // are written after the last op, in tensor order. Returns false (having done nothing) when the
+  // execution does not qualify.
+  static constexpr uint64_t k_stream_chunk_bytes = 1ull << 20;
+
+  bool stream(const bundle::ResolvedExecution& r, const ops::Attrs& attrs) {
+    const bundle::Sdsc& s = *r.sdsc;
+    if (!opt.stream_elementwise || !s.coordinate_masking.empty() || s.compute_ops.empty()) return false;
+    std::set<uint32_t> ids, written;
+    for (const auto& op : s.compute_ops) {
+      if (!ops::is_supported(op.op_func_name) || !ops::is_elementwise(op.op_func_name) ||
+          op.outputs.size() != 1 || op.inputs.empty())
+        return false;
+      ids.insert(op.inputs.begin(), op.inputs.end());
+      ids.insert(op.outputs[0]);
+      written.insert(op.outputs[0]);
+    }
+    std::map<uint32_t, detail::MappedTensor> mapped;  // the streamed tensors
+    std::map<uint32_t, detail::MappedTensor> scalars;
+    for (uint32_t lds : ids) {
+      detail::MappedTensor t = detail::map_tensor(r, lds);
+      if (t.info.placement != bundle::Placement::hbm || t.info.gapped) return false;
+      if (t.info.numel() == 1 && !written.count(lds)) {
+        scalars.emplace(lds, std::move(t));
+        continue;
+      }
+      if (!mapped.empty()) {
+        const TensorInfo& first = mapped.begin()->second.info;
+        if (t.info.size != first.size || !(t.info.layout == first.layout)) return false;
+      } else if (t.info.image_bytes != fmt::bytes_for(t.info.format, size_t(t.info.numel())) ||
+                 fmt::bits_per_element(t.info.format) <= 0) {
+        return false;
+      }
+      mapped.emplace(lds, std::move(t));
+    }
+    if (mapped.empty()) return false;
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;  // (base, image bytes) of every tensor
+    for (const auto* m : {&mapped, &scalars})
+      for (const auto& [_, t] : *m) ranges.emplace_back(t.info.base, t.info.image_bytes);
+    for (size_t a = 0; a < ranges.size(); ++a)
+      for (size_t b = a + 1; b < ranges.size(); ++b) {
+        const auto [x, nx] = ranges[a];
+        const auto [y, ny] = ranges[b];
+        if (!(x == y && nx == ny) && x < y + ny && y < x + nx) return false;
+      }
+    const uint64_t image = mapped.begin()->second.info.image_bytes;
+    for (uint32_t o : written) {
+      const detail::MappedTensor& t = mapped.at(o);
+      std::vector<std::pair<uint64_t, uint64_t>> runs;  // (image offset, bytes)
+      bool at_home = true;
+      std::set<std::pair<std::vector<int64_t>, uint64_t>> done;
+      for (const auto& cs : t.cores) {
+        if (!done.insert({cs.origin, cs.start}).second) continue;
+        detail::for_each_run(t, cs, [&](uint64_t io, uint64_t rel, uint64_t n) {
+          at_home = at_home && cs.start + rel == t.info.base + io;
+          runs.emplace_back(io, n);
+        });
+      }
+      if (!at_home) return false;
+      std::sort(runs.begin(), runs.end());
+      uint64_t end = 0;
+      for (const auto& [io, n] : runs) {
+        if (io != end) return false;
+        end += n;
+      }
+      if (end != image) return false;
+    }
+
+    // Each scalar's one element, read as the whole-tensor path reads it (its whole image).
+    std::map<uint32_t, std::vector<uint8_t>> scalar_value;
+    for (const auto& [lds, t] : scalars) {
+      const uint8_t* img = gather_image(t);
+      std::vector<uint8_t> v(fmt::bytes_for(t.info.format, 1) + 8, 0);
+      const auto stv = fmt::contiguous_strides(t.info.size);
+      fmt::device_to_host(img, t.info.layout,
+                          fmt::MutableHostTensor{v.data(), t.info.format, t.info.size, stv, 0});
+      scalar_value.emplace(lds, std::move(v));
+    }
+    const fmt::DataFormat f = mapped.begin()->second.info.format;
+    const int bits = fmt::bits_per_element(f);
+    // Whole sticks per chunk: every format's element boundary falls on a byte there.
+    const uint64_t chunk_bytes = std::min<uint64_t>(image, k_stream_chunk_bytes / fmt::k_stick_bytes * fmt::k_stick_bytes);
+    std::map<uint32_t, std::vector<uint8_t>> buf;  // this chunk of each tensor, when `have`
+    std::map<uint32_t, bool> have;
+    std::vector<uint8_t> result(static_cast<size_t>(chunk_bytes));
+    for (const auto& [lds, _] : mapped) buf[lds].resize(size_t(chunk_bytes));
+    for (uint64_t off = 0; off < image; off += chunk_bytes) {
+      const uint64_t n = std::min(chunk_bytes, image - off);
+      const int64_t count = int64_t(n * 8 / uint64_t(bits));
+      for (const auto& [lds, _] : mapped) have[lds] = false;
+      for (const auto& op : s.compute_ops) {
+        std::vector<ops::TensorView> ins;
+        for (uint32_t i : op.inputs) {
+          if (auto sc = scalar_value.find(i); sc != scalar_value.end()) {
+            ins.push_back(ops::view(sc->second.data(), scalars.at(i).info.format, {1}));
+            continue;
+          }
+          if (!have[i]) {
+            mem.read(mapped.at(i).info.base + off, buf[i].data(), size_t(n));
+            st.bytes_read += n;
+            have[i] = true;
+          }
+          ins.push_back(ops::view(buf[i].data(), f, {count}));
+        }
+        ops::TensorView ov = ops::view(result.data(), f, {count});
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          ops::run(op.op_func_name, ins, std::span<const ops::TensorView>(&ov, 1), attrs);
+        } catch (const std::exception& e) {
+          throw ExecError(s.file + ": computeOp_ '" + op.op_func_name + "': " + e.what());
+        }
+        st.compute_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::swap(buf[op.outputs[0]], result);
+        have[op.outputs[0]] = true;
+      }
+      for (uint32_t o : written) {
+        mem.write(mapped.at(o).info.base + off, buf[o].data(), size_t(n));
+        st.bytes_written += n;
+      }
+    }
+    const int64_t numel = mapped.begin()->second.info.numel();
+    st.ops += s.compute_ops.size();
+    st.elements += uint64_t(numel) * s.compute_ops.size();
+    ++st.streamed;
+    return true;
+  }
+
   void execute(const bundle::ResolvedExecution& r) {
     const bundle::Sdsc& s = *r.sdsc;
     ++st.executions;
@@ -366,6 +507,7 @@ struct Executor {
     for (const auto& c : s.constants)
       if (!c.raw.empty() && fmt::is_convertible(to_fmt(c.format)))
         attrs.set(c.name, decode_constant(c));
+    if (stream(r, attrs)) return;
 
     for (const auto& op : s.compute_ops) {
       const std::string where = s.file + ": computeOp_ '" + op.op_func_name + "'";

@@ -132,6 +132,11 @@ struct ExecOptions {
   // from one kernel to the next through LX (its causal SDPA: three kernels). Null: each run
   // starts from a fresh, zeroed LX. The caller keeps it alive and unshared during run().
   LxState* lx = nullptr;
+  // Run an execution whose ops are all elementwise over HBM tensors of one shape and one
+  // unpadded stick layout chunk by chunk over the device images (Executor::stream), instead of
+  // gathering each whole tensor into host order: the same bytes in memory, without a host copy
+  // of every operand. false: always the whole-tensor path (the tests compare the two).
+  bool stream_elementwise = true;
 };
 
 struct ExecStats {
@@ -142,6 +147,7 @@ struct ExecStats {
   uint64_t bytes_read = 0;     // from Memory (HBM)
   uint64_t bytes_written = 0;  // to Memory (HBM)
   uint64_t lx_bytes_read = 0, lx_bytes_written = 0;
+  uint64_t streamed = 0;       // executions run chunk by chunk (ExecOptions::stream_elementwise)
   double seconds = 0;          // host wall time of run()
   double compute_seconds = 0;  // of which inside vspyre::ops
 };

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "sim/ops/detail.h"
 #include "sim/ops/ops.h"
@@ -22,12 +23,22 @@ void need(In in, size_t lo, size_t hi, std::string_view name) {
          std::to_string(in.size()));
 }
 
-const std::unordered_map<std::string_view, Handler>& table() {
+struct Table {
+  std::unordered_map<std::string_view, Handler> handlers;
+  // The ops whose output element depends only on the inputs' elements at the same coordinate,
+  // when every input has the output's shape (is_elementwise).
+  std::unordered_set<std::string_view> elementwise;
+};
+
+const Table& tables() {
   // Never destroyed (see sim/exec/layout.cpp, reductions()): kernels may still run on a shim
   // stream worker while the process exits.
-  static const auto& t = *new const std::unordered_map<std::string_view, Handler>([] {
-    std::unordered_map<std::string_view, Handler> m;
+  static const auto& t = *new const Table([] {
+    Table tab;
+    auto& m = tab.handlers;
+    auto& ew = tab.elementwise;
     auto bin = [&](std::string_view n, Binary op) {
+      ew.insert(n);
       m[n] = [op, n](In in, const TensorView& o, const Attrs& a) {
         need(in, 2, 2, n);
         binary(op, in[0], in[1], o, a);
@@ -49,6 +60,8 @@ const std::unordered_map<std::string_view, Handler>& table() {
     bin("greaterthan", Binary::greaterthan);
     bin("lesserthan", Binary::lesserthan);
     bin("biasadd", Binary::biasadd);
+    ew.insert("where3");
+    ew.insert("fnms");
     m["where3"] = [](In in, const TensorView& o, const Attrs&) {
       need(in, 3, 3, "where3");
       where3(in[0], in[1], in[2], o);
@@ -63,6 +76,7 @@ const std::unordered_map<std::string_view, Handler>& table() {
     };
 
     auto un = [&](std::string_view n, Unary op, bool tanh_gelu = false) {
+      ew.insert(n);
       m[n] = [op, n, tanh_gelu](In in, const TensorView& o, const Attrs& a) {
         need(in, 1, 1, n);
         if (tanh_gelu) {
@@ -129,6 +143,11 @@ const std::unordered_map<std::string_view, Handler>& table() {
       };
     }
 
+    // The scaled quantisations and casts take one scale for the whole tensor: elementwise.
+    for (std::string_view n : {"csqint4wt", "csqint4", "csqint8ch", "csqint8mb", "csqint8wt",
+                               "qfp8ch", "qfp8mb", "qfp8wt", "quantize", "dequantize",
+                               "fp32todl16", "dl16tofp32", "fp8todl16", "cast"})
+      ew.insert(n);
     for (std::string_view n : {"csqint4wt", "csqint4", "csqint8ch", "csqint8mb", "csqint8wt"})
       m[n] = [n](In in, const TensorView& o, const Attrs& a) {
         need(in, 1, 1, n);
@@ -213,14 +232,20 @@ const std::unordered_map<std::string_view, Handler>& table() {
       need(in, 3, 3, "scatter_add");
       scatter(in[0], in[1], in[2], o, a.dim.value_or(0), true);
     };
-    return m;
+    return tab;
   }());
   return t;
 }
 
+const std::unordered_map<std::string_view, Handler>& table() { return tables().handlers; }
+
 }  // namespace
 
 bool is_supported(std::string_view op_func_name) { return table().count(op_func_name) != 0; }
+
+bool is_elementwise(std::string_view op_func_name) {
+  return tables().elementwise.count(op_func_name) != 0;
+}
 
 std::vector<std::string_view> supported_ops() {
   std::vector<std::string_view> v;

@@ -200,6 +200,12 @@ void scatter(const TensorView& self, const TensorView& index, const TensorView& 
 // Name-based dispatch (the SDSC computeOp_ opFuncName)
 // ---------------------------------------------------------------------------------------------
 bool is_supported(std::string_view op_func_name);
+// True for the ops whose output element at a coordinate depends only on the input elements at
+// that coordinate (no other position, no scale computed over the tensor), when every input has
+// the output's shape: the unary and binary math, where3, fnms, casts and the quantisations that
+// take their scale from the SDSC's constants. Such an op may run on any subset of the elements
+// in any order (the executor streams them: exec.cpp, Executor::stream).
+bool is_elementwise(std::string_view op_func_name);
 // Every name run() accepts.
 std::vector<std::string_view> supported_ops();
 // Runs an opFunc. `inputs` are the inputLabeledDs tensors in order (for reductions the output

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -653,6 +654,77 @@ TEST_CASE("exec: same seed gives bit-identical outputs, another seed different o
   const auto& vc = c.outputs.begin()->second;
   CHECK(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(va.data(), vc.data(), va.size() * sizeof(float)) != 0);
+}
+
+TEST_CASE("exec: an elementwise execution streamed chunk by chunk writes the same bytes as the whole-tensor path",
+          "[exec]") {
+  // ExecOptions::stream_elementwise on and off, on the same inputs: every written kernel tensor's
+  // device bytes and the run's counts must agree. Two input sets: uniform [-1, 1), and the same
+  // scaled by 1e12 with every 97th value NaN and every 89th infinite (overflow, saturation and
+  // NaN codes through every op).
+  const fs::path sweep = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep";
+  std::vector<fs::path> dirs;
+  // The fixtures of at most 2M elements per SDSC and 1 GMAC (twice four runs of each: the
+  // larger ones add minutes and no kind of execution).
+  for (const auto& dir : fixture_dirs()) {
+    const Work w = fixture_work(bundle::load_bundle(dir));
+    if (w.elements <= (1u << 21) && w.macs <= (1u << 30)) dirs.push_back(dir);
+  }
+  for (const char* name : {"add3_2048x1024_c32_lx", "add3_2048x1024_c32_hbm", "add6_2048x1024_c32_hbm",
+                           "add_indep2_2048x1024_c32", "bcast_64x2048_c32", "captured/add_64x16384_c32",
+                           "captured/copy_128x2048_c32"})
+    dirs.push_back(sweep / name);
+  uint64_t streamed = 0, whole = 0;
+  std::set<std::string> streamed_ops;
+  for (const auto& dir : dirs) {
+    INFO(dir.parent_path().filename().string() + "/" + dir.filename().string());
+    REQUIRE(fs::exists(dir / "bundle.mlir"));
+    const auto lb = bundle::load_bundle(dir);
+    const bundle::Bindings b = plan::default_bindings(lb);
+    const auto plan = bundle::resolve(lb, b);
+    const auto kts = exec::kernel_tensors(lb, plan, b);
+    for (int extreme = 0; extreme < 2; ++extreme) {
+      exec::SparseMemory mem[2];
+      for (const auto& kt : kts) {
+        if (!kt.read_first) continue;
+        auto v = exec::random_values(3 + kt.offset, kt.arg_index, size_t(kt.info.numel()));
+        if (extreme)
+          for (size_t i = 0; i < v.size(); ++i)
+            v[i] = i % 97 == 5 ? NAN : i % 89 == 7 ? (i % 2 ? INFINITY : -INFINITY) : v[i] * 1e12f;
+        for (auto& m : mem) exec::write_tensor(m, kt.info, v);
+      }
+      exec::ExecStats st[2];
+      for (int k = 0; k < 2; ++k) {
+        exec::ExecOptions opt;
+        opt.stream_elementwise = k == 1;
+        st[k] = exec::run(lb, plan, mem[k], opt);
+      }
+      CHECK(st[0].streamed == 0);
+      CHECK(st[1].bytes_read == st[0].bytes_read);
+      CHECK(st[1].bytes_written == st[0].bytes_written);
+      CHECK(st[1].ops == st[0].ops);
+      CHECK(st[1].elements == st[0].elements);
+      for (const auto& kt : kts)
+        if (kt.written) {
+          INFO(exec::kernel_tensor_label(kt));
+          CHECK(exec::read_tensor_raw(mem[1], kt.info) == exec::read_tensor_raw(mem[0], kt.info));
+        }
+      if (extreme) continue;
+      streamed += st[1].streamed;
+      whole += st[1].executions - st[1].streamed;
+      if (st[1].streamed)
+        for (const auto& r : plan)
+          for (const auto& op : r.sdsc->compute_ops) streamed_ops.insert(op.op_func_name);
+    }
+  }
+  // Both paths are taken, and the streamed ones cover the elementwise kinds of the fixtures.
+  WARN(dirs.size() << " bundles, " << streamed << " executions streamed, " << whole << " not");
+  CHECK(streamed >= 20);
+  CHECK(whole >= 20);
+  for (const char* op : {"add", "mul", "neg", "exp", "gelufwd", "relufwd"}) {
+    INFO(op);
+    CHECK(streamed_ops.count(op) == 1);
+  }
 }
 
 TEST_CASE("exec: an op the executor cannot compute is named with its SDSC file", "[exec]") {
