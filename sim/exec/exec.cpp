@@ -341,8 +341,8 @@ struct Executor {
   //  - it has no coordinateMasking_ and every op is elementwise (ops::is_elementwise) with one
   //    output;
   //  - every tensor it names lives in HBM and none is a tile of a larger one;
-  //  - all but the scalars (one element, read only: the compiler's copy is x + a broadcast 0)
-  //    have one shape and one stick layout (so one format) whose image has no padding: element k
+  //  - all but the broadcast operands (read only, size 1 in some dims: a row or a column, or one
+  //    element: the compiler's copy is x + a broadcast 0) have one shape and one stick layout (so one format) whose image has no padding: element k
   //    of every image then holds the same logical coordinate, and an elementwise op can run on
   //    any range of image elements;
   //  - any two of its tensors occupy the same bytes or disjoint ones: a chunk's writes then never
@@ -355,6 +355,22 @@ struct Executor {
   // are written after the last op, in tensor order. Returns false (having done nothing) when the
   // execution does not qualify.
   static constexpr uint64_t k_stream_chunk_bytes = 1ull << 20;
+
+  // n copies of the w-byte element at `v` from `dst` on.
+  static void fill_stick(uint8_t* dst, const uint8_t* v, size_t w, size_t n) {
+    auto fill = [&](auto x) {
+      std::memcpy(&x, v, sizeof x);
+      for (size_t l = 0; l < n; ++l) std::memcpy(dst + l * sizeof x, &x, sizeof x);
+    };
+    switch (w) {
+      case 1: std::memset(dst, *v, n); break;
+      case 2: fill(uint16_t{}); break;
+      case 4: fill(uint32_t{}); break;
+      case 8: fill(uint64_t{}); break;
+      default:
+        for (size_t l = 0; l < n; ++l) std::memcpy(dst + l * w, v, w);
+    }
+  }
 
   bool stream(const bundle::ResolvedExecution& r, const ops::Attrs& attrs) {
     const bundle::Sdsc& s = *r.sdsc;
@@ -369,26 +385,29 @@ struct Executor {
       written.insert(op.outputs[0]);
     }
     std::map<uint32_t, detail::MappedTensor> mapped;  // the streamed tensors
-    std::map<uint32_t, detail::MappedTensor> scalars;
+    std::map<uint32_t, detail::MappedTensor> bcast;   // read-only operands broadcast over them
+    const detail::MappedTensor first = detail::map_tensor(r, s.compute_ops.front().outputs[0]);
+    if (first.info.image_bytes != fmt::bytes_for(first.info.format, size_t(first.info.numel())) ||
+        fmt::bits_per_element(first.info.format) <= 0)
+      return false;
     for (uint32_t lds : ids) {
       detail::MappedTensor t = detail::map_tensor(r, lds);
       if (t.info.placement != bundle::Placement::hbm || t.info.gapped) return false;
-      if (t.info.numel() == 1 && !written.count(lds)) {
-        scalars.emplace(lds, std::move(t));
+      if (t.info.size == first.info.size) {
+        if (!(t.info.layout == first.info.layout)) return false;
+        mapped.emplace(lds, std::move(t));
         continue;
       }
-      if (!mapped.empty()) {
-        const TensorInfo& first = mapped.begin()->second.info;
-        if (t.info.size != first.size || !(t.info.layout == first.layout)) return false;
-      } else if (t.info.image_bytes != fmt::bytes_for(t.info.format, size_t(t.info.numel())) ||
-                 fmt::bits_per_element(t.info.format) <= 0) {
+      // A broadcast operand: as ops::binary broadcasts it, position by position.
+      if (written.count(lds) || t.info.size.size() != first.info.size.size() ||
+          fmt::bits_per_element(t.info.format) % 8 != 0)
         return false;
-      }
-      mapped.emplace(lds, std::move(t));
+      for (size_t d = 0; d < t.info.size.size(); ++d)
+        if (t.info.size[d] != 1 && t.info.size[d] != first.info.size[d]) return false;
+      bcast.emplace(lds, std::move(t));
     }
-    if (mapped.empty()) return false;
     std::vector<std::pair<uint64_t, uint64_t>> ranges;  // (base, image bytes) of every tensor
-    for (const auto* m : {&mapped, &scalars})
+    for (const auto* m : {&mapped, &bcast})
       for (const auto& [_, t] : *m) ranges.emplace_back(t.info.base, t.info.image_bytes);
     for (size_t a = 0; a < ranges.size(); ++a)
       for (size_t b = a + 1; b < ranges.size(); ++b) {
@@ -419,33 +438,86 @@ struct Executor {
       if (end != image) return false;
     }
 
-    // Each scalar's one element, read as the whole-tensor path reads it (its whole image).
-    std::map<uint32_t, std::vector<uint8_t>> scalar_value;
-    for (const auto& [lds, t] : scalars) {
-      const uint8_t* img = gather_image(t);
-      std::vector<uint8_t> v(fmt::bytes_for(t.info.format, 1) + 8, 0);
-      const auto stv = fmt::contiguous_strides(t.info.size);
-      fmt::device_to_host(img, t.info.layout,
-                          fmt::MutableHostTensor{v.data(), t.info.format, t.info.size, stv, 0});
-      scalar_value.emplace(lds, std::move(v));
-    }
-    const fmt::DataFormat f = mapped.begin()->second.info.format;
+    const fmt::DataFormat f = first.info.format;
     const int bits = fmt::bits_per_element(f);
+    const int64_t eps = int64_t(fmt::k_stick_bytes) * 8 / bits;
     // Whole sticks per chunk: every format's element boundary falls on a byte there.
     const uint64_t chunk_bytes = std::min<uint64_t>(image, k_stream_chunk_bytes / fmt::k_stick_bytes * fmt::k_stick_bytes);
     std::map<uint32_t, std::vector<uint8_t>> buf;  // this chunk of each tensor, when `have`
     std::map<uint32_t, bool> have;
     std::vector<uint8_t> result(static_cast<size_t>(chunk_bytes));
     for (const auto& [lds, _] : mapped) buf[lds].resize(size_t(chunk_bytes));
+    // Each broadcast operand whole in host order, read as the whole-tensor path reads it (its
+    // whole image), and the host element step of a step along each device dim of the streamed
+    // images (0 along a broadcast dim). A one-element operand is passed as it is.
+    struct Bcast {
+      std::vector<uint8_t> host;
+      std::vector<int64_t> step;  // empty: one element
+      fmt::DataFormat format;
+    };
+    std::map<uint32_t, Bcast> bc;
+    const std::vector<int64_t>& dsize = first.info.layout.device_size;
+    for (const auto& [lds, t] : bcast) {
+      Bcast& o = bc[lds];
+      o.format = t.info.format;
+      const uint8_t* img = gather_image(t);
+      o.host.assign(fmt::bytes_for(t.info.format, size_t(t.info.numel())), 0);
+      const auto stv = fmt::contiguous_strides(t.info.size);
+      fmt::device_to_host(img, t.info.layout,
+                          fmt::MutableHostTensor{o.host.data(), t.info.format, t.info.size, stv, 0});
+      if (t.info.numel() == 1) continue;
+      std::vector<int64_t> st_b = stv;
+      for (size_t d = 0; d < st_b.size(); ++d)
+        if (t.info.size[d] == 1) st_b[d] = 0;
+      o.step = fmt::stride_map(first.info.layout, first.info.size, st_b);
+      for (auto& x : o.step) x = std::max<int64_t>(x, 0);  // -1: a dim of one unit
+      buf[lds].resize(size_t(chunk_bytes * 8 / uint64_t(bits)) * size_t(fmt::bits_per_element(o.format) / 8));
+    }
+    // Image elements [e0, e0 + count) (whole sticks) of broadcast operand `o`, into `out`.
+    auto expand = [&](const Bcast& o, int64_t e0, int64_t count, uint8_t* out) {
+      const size_t w = size_t(fmt::bits_per_element(o.format) / 8);
+      const size_t nd = dsize.size();
+      std::vector<int64_t> idx(nd, 0);
+      int64_t rest = e0 / eps;
+      for (size_t k = nd - 1; k-- > 0;) {
+        idx[k] = rest % dsize[k];
+        rest /= dsize[k];
+      }
+      const int64_t lane = o.step[nd - 1];
+      for (int64_t e = 0; e < count; e += eps) {
+        int64_t base = 0;
+        for (size_t k = 0; k + 1 < nd; ++k) base += idx[k] * o.step[k];
+        uint8_t* dst = out + size_t(e) * w;
+        if (lane == 0)
+          fill_stick(dst, o.host.data() + size_t(base) * w, w, size_t(eps));
+        else if (lane == 1)
+          std::memcpy(dst, o.host.data() + size_t(base) * w, size_t(eps) * w);
+        else
+          for (int64_t l = 0; l < eps; ++l)
+            std::memcpy(dst + size_t(l) * w, o.host.data() + size_t(base + l * lane) * w, w);
+        for (size_t k = nd - 1; k-- > 0;) {
+          if (++idx[k] < dsize[k]) break;
+          idx[k] = 0;
+        }
+      }
+    };
     for (uint64_t off = 0; off < image; off += chunk_bytes) {
       const uint64_t n = std::min(chunk_bytes, image - off);
       const int64_t count = int64_t(n * 8 / uint64_t(bits));
-      for (const auto& [lds, _] : mapped) have[lds] = false;
+      for (uint32_t lds : ids) have[lds] = false;
       for (const auto& op : s.compute_ops) {
         std::vector<ops::TensorView> ins;
         for (uint32_t i : op.inputs) {
-          if (auto sc = scalar_value.find(i); sc != scalar_value.end()) {
-            ins.push_back(ops::view(sc->second.data(), scalars.at(i).info.format, {1}));
+          if (auto b = bc.find(i); b != bc.end()) {
+            if (b->second.step.empty()) {
+              ins.push_back(ops::view(b->second.host.data(), b->second.format, {1}));
+              continue;
+            }
+            if (!have[i]) {
+              expand(b->second, int64_t(off * 8 / uint64_t(bits)), count, buf[i].data());
+              have[i] = true;
+            }
+            ins.push_back(ops::view(buf[i].data(), b->second.format, {count}));
             continue;
           }
           if (!have[i]) {

@@ -671,9 +671,15 @@ TEST_CASE("exec: an elementwise execution streamed chunk by chunk writes the sam
     if (w.elements <= (1u << 21) && w.macs <= (1u << 30)) dirs.push_back(dir);
   }
   for (const char* name : {"add3_2048x1024_c32_lx", "add3_2048x1024_c32_hbm", "add6_2048x1024_c32_hbm",
-                           "add_indep2_2048x1024_c32", "bcast_64x2048_c32", "captured/add_64x16384_c32",
-                           "captured/copy_128x2048_c32"})
+                           "add_indep2_2048x1024_c32", "bcast_64x2048_c32", "bcastcol_64x2048_c32",
+                           "captured/add_64x16384_c32", "captured/copy_128x2048_c32",
+                           "captured/bcastcol_64x8192_c32", "captured/mulbcast_128x16384_c32"})
     dirs.push_back(sweep / name);
+  // Each of these must take the streaming path: a copy (x + a one-element 0), a row and a column
+  // broadcast, the compiler's and the generator's.
+  const std::set<std::string> must_stream = {"copy_128x2048_c32", "bcast_64x2048_c32", "bcastcol_64x2048_c32",
+                                             "bcastcol_64x8192_c32", "mulbcast_128x16384_c32",
+                                             "add_64x16384_c32"};
   uint64_t streamed = 0, whole = 0;
   std::set<std::string> streamed_ops;
   for (const auto& dir : dirs) {
@@ -710,6 +716,7 @@ TEST_CASE("exec: an elementwise execution streamed chunk by chunk writes the sam
           CHECK(exec::read_tensor_raw(mem[1], kt.info) == exec::read_tensor_raw(mem[0], kt.info));
         }
       if (extreme) continue;
+      if (must_stream.count(dir.filename().string())) CHECK(st[1].streamed == st[1].executions);
       streamed += st[1].streamed;
       whole += st[1].executions - st[1].streamed;
       if (st[1].streamed)
