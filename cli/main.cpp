@@ -311,20 +311,21 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
                        {"format", std::string(fmt::name(kt.info.format))},
                        {"address", kt.info.base}};
       if (kt.read_first) {
-        std::vector<float> v;
         if (auto g = given.find(k); g != given.end()) {
           exec::NpyArray arr = exec::read_npy(g->second);
           if (arr.values.size() != size_t(kt.info.numel()))
             throw InputError("--input " + g->second + ": shape " + shape_text(arr.shape) +
                              " does not match " + label + "'s " + shape_text(kt.info.size));
-          v = std::move(arr.values);
+          exec::write_tensor(mem, kt.info, arr.values);
           e["source"] = g->second;
         } else {
           // A view's values are drawn from the seed moved by its offset (the argument itself: offset 0).
-          v = exec::random_values(a.seed + kt.offset, kt.arg_index, size_t(kt.info.numel()));
+          // Converted to the device format piece by piece: no fp32 copy of the whole tensor.
+          exec::write_tensor_raw(mem, kt.info,
+                                 exec::random_device_values(a.seed + kt.offset, kt.arg_index,
+                                                            size_t(kt.info.numel()), kt.info.format));
           e["source"] = "random";
         }
-        exec::write_tensor(mem, kt.info, v);
         if (!a.out_dir.empty())
           exec::write_npy(std::filesystem::path(a.out_dir) / (label + "_input.npy"),
                           exec::read_tensor(mem, kt.info), kt.info.size);

@@ -148,11 +148,30 @@ uint64_t splitmix64(uint64_t x) {
 
 }  // namespace
 
+void random_values_into(uint64_t seed, size_t arg, size_t first, std::span<float> out) {
+  const uint64_t s = splitmix64(seed ^ splitmix64(0x5eed0000ull + arg));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = float(double(splitmix64(s + first + i) >> 11) * 0x1.0p-52 - 1.0);
+}
+
 std::vector<float> random_values(uint64_t seed, size_t arg, size_t n) {
   std::vector<float> v(n);
-  const uint64_t s = splitmix64(seed ^ splitmix64(0x5eed0000ull + arg));
-  for (size_t i = 0; i < n; ++i) v[i] = float(double(splitmix64(s + i) >> 11) * 0x1.0p-52 - 1.0);
+  random_values_into(seed, arg, 0, v);
   return v;
+}
+
+std::vector<uint8_t> random_device_values(uint64_t seed, size_t arg, size_t n, fmt::DataFormat format) {
+  std::vector<uint8_t> raw(fmt::bytes_for(format, n));
+  // In pieces of a whole number of bytes of every format (a multiple of 8 elements).
+  constexpr size_t k_piece = 1u << 16;
+  std::vector<float> piece(std::min(n, k_piece));
+  const int bits = fmt::bits_per_element(format);
+  for (size_t i = 0; i < n; i += k_piece) {
+    const size_t m = std::min(k_piece, n - i);
+    random_values_into(seed, arg, i, std::span<float>(piece.data(), m));
+    fmt::convert(fmt::DataFormat::IEEE_FP32, piece.data(), format, raw.data() + i * size_t(bits) / 8, m);
+  }
+  return raw;
 }
 
 // ---------------------------------------------------------------------------------------------

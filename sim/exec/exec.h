@@ -119,6 +119,13 @@ void write_tensor_raw(Memory& mem, const TensorInfo& info, std::span<const uint8
 // same (seed, arg, n) gives the same values bit for bit in every build; users rely on that, so
 // the algorithm must not change. The benches and the tests draw their inputs from it too.
 std::vector<float> random_values(uint64_t seed, size_t arg, size_t n);
+// Elements first .. first + out.size() - 1 of random_values(seed, arg, ...), into `out`.
+void random_values_into(uint64_t seed, size_t arg, size_t first, std::span<float> out);
+// random_values(seed, arg, n) converted to `format` (fmt::bytes_for(format, n) bytes, host
+// order, the default rules), as write_tensor would store them, without the fp32 copy of all n:
+// write_tensor_raw(mem, info, random_device_values(...)) writes what write_tensor(mem, info,
+// random_values(...)) writes.
+std::vector<uint8_t> random_device_values(uint64_t seed, size_t arg, size_t n, fmt::DataFormat format);
 
 // Each core's LX scratchpad (core id -> its memory, zero where nothing was written).
 struct LxState {

@@ -807,6 +807,26 @@ TEST_CASE("exec: SparseMemory reads zeros where nothing was written and spans pa
   CHECK(bad == 0);
 }
 
+TEST_CASE("exec: random inputs converted piece by piece equal the fp32 values converted whole", "[exec]") {
+  // vspyre run writes its random inputs with random_device_values (no fp32 copy of the tensor);
+  // users rely on --seed giving the values write_tensor(random_values(...)) gives. Sizes across
+  // the 65536-element pieces, odd counts for the sub-byte formats.
+  for (auto f : {fmt::DataFormat::SEN169_FP16, fmt::DataFormat::IEEE_FP32, fmt::DataFormat::SEN143_FP8,
+                 fmt::DataFormat::SEN152_FP8, fmt::DataFormat::SENINT8, fmt::DataFormat::SENINT4}) {
+    for (size_t n : {size_t(1), size_t(7), size_t(65536), size_t(65536 * 3 + 5)}) {
+      INFO(std::string(fmt::name(f)) << " n " << n);
+      const auto v = exec::random_values(9, 2, n);
+      std::vector<uint8_t> whole(fmt::bytes_for(f, n));
+      fmt::convert(fmt::DataFormat::IEEE_FP32, v.data(), f, whole.data(), n);
+      CHECK(exec::random_device_values(9, 2, n, f) == whole);
+    }
+  }
+  std::vector<float> part(5);
+  exec::random_values_into(9, 2, 100, part);
+  const auto v = exec::random_values(9, 2, 105);
+  CHECK(std::equal(part.begin(), part.end(), v.begin() + 100));
+}
+
 TEST_CASE("exec: npy files round-trip and bad ones are rejected by name", "[exec]") {
   testing::TempDir tmp;
   const std::vector<float> v{1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -1.0f};
