@@ -360,10 +360,12 @@ struct Executor {
   //  - it has no coordinateMasking_ and every op is elementwise (ops::is_elementwise) with one
   //    output;
   //  - every tensor it names lives in HBM and none is a tile of a larger one;
-  //  - all but the broadcast operands (read only, size 1 in some dims: a row or a column, or one
-  //    element: the compiler's copy is x + a broadcast 0) have one shape and one stick layout (so one format) whose image has no padding: element k
-  //    of every image then holds the same logical coordinate, and an elementwise op can run on
-  //    any range of image elements;
+  //  - all its tensors but the broadcast operands have one shape and one stick layout (so one
+  //    format) whose image has no padding: element k of every image then holds the same logical
+  //    coordinate, and an elementwise op can run on any range of image elements. A broadcast
+  //    operand is read only, of the same rank, of size 1 where it differs (a row, a column, or
+  //    one element: the compiler's copy is x + a broadcast 0); it is read whole and expanded
+  //    chunk by chunk through the streamed layout's stride map;
   //  - any two of its tensors occupy the same bytes or disjoint ones: a chunk's writes then never
   //    reach bytes another tensor reads in a later chunk;
   //  - each written tensor's core slices, as scatter_image writes them, cover its image exactly

@@ -140,7 +140,8 @@ struct ExecOptions {
   // starts from a fresh, zeroed LX. The caller keeps it alive and unshared during run().
   LxState* lx = nullptr;
   // Run an execution whose ops are all elementwise over HBM tensors of one shape and one
-  // unpadded stick layout chunk by chunk over the device images (Executor::stream), instead of
+  // unpadded stick layout (and operands broadcast over them) chunk by chunk over the device
+  // images (Executor::stream), instead of
   // gathering each whole tensor into host order: the same bytes in memory, without a host copy
   // of every operand. false: always the whole-tensor path (the tests compare the two).
   bool stream_elementwise = true;
