@@ -74,6 +74,12 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
                                      {"time a DMA engine spends on each operation before its first request "
                                       "(descriptor fetch and setup)", Provenance::Estimate})
                             .to_ps(m_clock_hz);
+  m_dma_serial_runs = dma.get_choice("run_order", "pipelined", {"pipelined", "serial"},
+                                     {"pipelined: a run's requests may leave while the previous run's are in "
+                                      "flight; serial: an operation whose runs are longer than one stick starts "
+                                      "each run only when the previous run's requests are all back (one-stick "
+                                      "runs, a PT operand's or a gather's, stay pipelined)",
+                                      Provenance::Estimate}) == "serial";
   m_dma_flow = dma.get_choice("model", "request", {"request", "flow"},
                              {"request: every request of request_size goes to device memory on its own "
                               "(the validated model); flow: a whole DMA operation goes as one stream at the rate "
@@ -262,6 +268,9 @@ bool Core::dma_next_request(const CoreOp& op, DmaProgress& d, DmaRequest& q) con
   }
   // A request leaves when an outstanding slot has come back and the issue port is free.
   q.issue = std::max(d.next_issue, d.window[q.slot]);
+  // run_order serial: a run of more than one stick leaves when the one before it is all back.
+  if (m_dma_serial_runs && kk == 0 && rr > 0 && d.run > kStickBytes)
+    q.issue = std::max(q.issue, *std::max_element(d.window.begin(), d.window.end()));
   d.next_issue = q.issue + m_dma_issue_ps;
   const uint64_t run_len = std::min(d.run, op.bytes - rr * d.run);
   q.len = 0;
@@ -351,6 +360,7 @@ double Core::run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_
   ext.request_bytes = m_dma_request;
   ext.outstanding = dma_slots(ext.run_bytes);  // outstanding when the stream is one run
   ext.issue_ps = m_dma_issue_ps;
+  ext.serial_runs = m_dma_serial_runs;
   ext.outer = op.outer.empty() ? nullptr : &op.outer;
   const ScopedExtension attached(trans, ext);
   trans.set_command(is_write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);

@@ -210,6 +210,7 @@ class Core : public Component {
   uint32_t m_ring_outstanding;
   uint64_t m_dma_request;
   double m_dma_issue_ps;
+  bool m_dma_serial_runs = false;  // dma.run_order serial
   double m_dma_op_latency_ps = 0;  // dma.op_latency: per DMA operation, before its first request
   bool m_dma_flow = false;
   bool m_event_driven = false;

@@ -761,6 +761,11 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   const double rho = std::min(0.9, load_bytes_at(t_arrive) / (m_t.bin * bus) + own / bus);
   const double lat = lat0 + refresh_wait_ps(channels_spanned(req)) * rho / (1.0 - rho);
   double rate_bytes = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat;
+  if (x.serial_runs && run > kStickBytes && runs > 1) {
+    // dma.run_order serial: one run in flight, each taking a round trip per window of requests.
+    const double window = static_cast<double>(x.outstanding) * static_cast<double>(req);
+    rate_bytes = static_cast<double>(run) / (lat * std::ceil(static_cast<double>(run) / window));
+  }
   if (x.issue_ps > 0) rate_bytes = std::min(rate_bytes, static_cast<double>(req) / x.issue_ps);
   // And no faster than its busiest channel carries its share (data plus exposed misses): a stick
   // column at a multiple of the channel stripe (interleave x channels) is all on one channel, as

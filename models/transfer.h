@@ -53,6 +53,9 @@ struct TransferExt : tlm::tlm_extension<TransferExt> {
   const std::vector<DmaLevel>* outer = nullptr;
   uint32_t outstanding = 1;
   double issue_ps = 0;
+  // dma.run_order serial: runs longer than a stick go one after another (each starts when the
+  // previous one is back), so the stream has at most one run in flight.
+  bool serial_runs = false;
   // Device memory, request mode: where the sender's next request will go (0 bytes: not known). A
   // hint for the host only (the memory fetches its bookkeeping for it early); no effect on timing.
   uint64_t next_addr = 0, next_bytes = 0;

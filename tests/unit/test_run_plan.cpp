@@ -643,6 +643,29 @@ TEST_CASE("run: a memory-bound op does not get faster when its SFP work gets slo
   }
 }
 
+TEST_CASE("run: card.core.dma.run_order serial sends runs of several sticks one after another, single sticks still pipelined",
+          "[run]") {
+  // run_order serial (an experiment, bench/validation/README.md 2026-12-03 stop 25; default
+  // pipelined): an operation whose runs are longer than a stick starts each run when the one
+  // before it is back. add_64x16384_c32's tiles are 256 B runs (two sticks) at a large stride: in
+  // both DMA models it must get much slower (request 49.9 -> 105.8 us, flow 48.3 -> 111.8 us).
+  // The one-core bmm's operands move stick by stick (one-stick runs): unchanged to the bit. The
+  // default is pipelined.
+  for (const char* f : {"add_64x16384_c32", "bmm_b2_1024x2048x1024_rrr_c1"}) RUN_REQUIRE_DIR(k_fixtures / f);
+  for (const std::string model : {"request", "flow"}) {
+    INFO(model);
+    auto us = [&](const char* name, const char* order) {
+      std::vector<std::string> p = {"card.core.dma.model=" + model};
+      if (order) p.push_back(std::string("card.core.dma.run_order=") + order);
+      return kernel_us(name, p);
+    };
+    const double pipelined = us("add_64x16384_c32", "pipelined");
+    CHECK(us("add_64x16384_c32", nullptr) == pipelined);
+    CHECK(us("add_64x16384_c32", "serial") > 1.5 * pipelined);
+    CHECK(us("bmm_b2_1024x2048x1024_rrr_c1", "serial") == us("bmm_b2_1024x2048x1024_rrr_c1", "pipelined"));
+  }
+}
+
 TEST_CASE("run: the flow model's shortcut for uniform channels does not change a result", "[run]") {
   // card.memory.flow_shortcut walks channel 0 for every channel while their banks hold the same
   // state; it must give what walking every channel gives, to the byte. batch_outer's streams all
