@@ -306,6 +306,17 @@ struct Executor {
     return image;
   }
 
+  // `t`'s host-order device-format elements (in a spare host buffer where one fits), read from
+  // its full device image.
+  std::vector<uint8_t> host_copy(const detail::MappedTensor& t) {
+    const uint8_t* image = gather_image(t);
+    std::vector<uint8_t> buf = host_buffer(fmt::bytes_for(t.info.format, size_t(t.info.numel())));
+    const auto stv = fmt::contiguous_strides(t.info.size);
+    fmt::device_to_host(image, t.info.layout,
+                        fmt::MutableHostTensor{buf.data(), t.info.format, t.info.size, stv, 0});
+    return buf;
+  }
+
   // An LX access of n bytes at offset a on `core`: a, or an error when it runs past the LX.
   uint64_t lx_at(const detail::MappedTensor& t, uint32_t core, uint64_t a, uint64_t n,
                  const char* what) const {
@@ -393,30 +404,32 @@ struct Executor {
     }
   }
 
-  bool stream(const bundle::ResolvedExecution& r, const ops::Attrs& attrs) {
+  // `tensor(lds)` is execute()'s mapping of the execution's tensors (each mapped once, kept
+  // for the whole-tensor path when this one declines).
+  template <class TensorOf>
+  bool stream(const bundle::ResolvedExecution& r, const ops::Attrs& attrs, TensorOf&& tensor) {
     const bundle::Sdsc& s = *r.sdsc;
     if (!opt.stream_elementwise || !s.coordinate_masking.empty() || s.compute_ops.empty()) return false;
     std::set<uint32_t> ids, written;
     for (const auto& op : s.compute_ops) {
-      if (!ops::is_supported(op.op_func_name) || !ops::is_elementwise(op.op_func_name) ||
-          op.outputs.size() != 1 || op.inputs.empty())
+      if (!ops::is_elementwise(op.op_func_name) || op.outputs.size() != 1 || op.inputs.empty())
         return false;
       ids.insert(op.inputs.begin(), op.inputs.end());
       ids.insert(op.outputs[0]);
       written.insert(op.outputs[0]);
     }
-    std::map<uint32_t, detail::MappedTensor> mapped;  // the streamed tensors
-    std::map<uint32_t, detail::MappedTensor> bcast;   // read-only operands broadcast over them
-    const detail::MappedTensor first = detail::map_tensor(r, s.compute_ops.front().outputs[0]);
+    std::map<uint32_t, const detail::MappedTensor*> mapped;  // the streamed tensors
+    std::map<uint32_t, const detail::MappedTensor*> bcast;   // read-only operands broadcast over them
+    const detail::MappedTensor& first = tensor(s.compute_ops.front().outputs[0]);
     if (first.info.image_bytes != fmt::bytes_for(first.info.format, size_t(first.info.numel())) ||
         fmt::bits_per_element(first.info.format) <= 0)
       return false;
     for (uint32_t lds : ids) {
-      detail::MappedTensor t = detail::map_tensor(r, lds);
+      const detail::MappedTensor& t = tensor(lds);
       if (t.info.placement != bundle::Placement::hbm || t.info.gapped) return false;
       if (t.info.size == first.info.size) {
         if (!(t.info.layout == first.info.layout)) return false;
-        mapped.emplace(lds, std::move(t));
+        mapped.emplace(lds, &t);
         continue;
       }
       // A broadcast operand: as ops::binary broadcasts it, position by position.
@@ -425,20 +438,20 @@ struct Executor {
         return false;
       for (size_t d = 0; d < t.info.size.size(); ++d)
         if (t.info.size[d] != 1 && t.info.size[d] != first.info.size[d]) return false;
-      bcast.emplace(lds, std::move(t));
+      bcast.emplace(lds, &t);
     }
     std::vector<std::pair<uint64_t, uint64_t>> ranges;  // (base, image bytes) of every tensor
     for (const auto* m : {&mapped, &bcast})
-      for (const auto& [_, t] : *m) ranges.emplace_back(t.info.base, t.info.image_bytes);
+      for (const auto& [_, t] : *m) ranges.emplace_back(t->info.base, t->info.image_bytes);
     for (size_t a = 0; a < ranges.size(); ++a)
       for (size_t b = a + 1; b < ranges.size(); ++b) {
         const auto [x, nx] = ranges[a];
         const auto [y, ny] = ranges[b];
         if (!(x == y && nx == ny) && x < y + ny && y < x + nx) return false;
       }
-    const uint64_t image = mapped.begin()->second.info.image_bytes;
+    const uint64_t image = first.info.image_bytes;
     for (uint32_t o : written) {
-      const detail::MappedTensor& t = mapped.at(o);
+      const detail::MappedTensor& t = *mapped.at(o);
       std::vector<std::pair<uint64_t, uint64_t>> runs;  // (image offset, bytes)
       bool at_home = true;
       std::set<std::pair<std::vector<int64_t>, uint64_t>> done;
@@ -478,16 +491,13 @@ struct Executor {
     };
     std::map<uint32_t, Bcast> bc;
     const std::vector<int64_t>& dsize = first.info.layout.device_size;
-    for (const auto& [lds, t] : bcast) {
+    for (const auto& [lds, tp] : bcast) {
+      const detail::MappedTensor& t = *tp;
       Bcast& o = bc[lds];
       o.format = t.info.format;
-      const uint8_t* img = gather_image(t);
-      o.host.assign(fmt::bytes_for(t.info.format, size_t(t.info.numel())), 0);
-      const auto stv = fmt::contiguous_strides(t.info.size);
-      fmt::device_to_host(img, t.info.layout,
-                          fmt::MutableHostTensor{o.host.data(), t.info.format, t.info.size, stv, 0});
+      o.host = host_copy(t);
       if (t.info.numel() == 1) continue;
-      std::vector<int64_t> st_b = stv;
+      std::vector<int64_t> st_b = fmt::contiguous_strides(t.info.size);
       for (size_t d = 0; d < st_b.size(); ++d)
         if (t.info.size[d] == 1) st_b[d] = 0;
       o.step = fmt::stride_map(first.info.layout, first.info.size, st_b);
@@ -542,7 +552,7 @@ struct Executor {
             continue;
           }
           if (!have[i]) {
-            mem.read(mapped.at(i).info.base + off, buf[i].data(), size_t(n));
+            mem.read(mapped.at(i)->info.base + off, buf[i].data(), size_t(n));
             st.bytes_read += n;
             have[i] = true;
           }
@@ -560,11 +570,12 @@ struct Executor {
         have[op.outputs[0]] = true;
       }
       for (uint32_t o : written) {
-        mem.write(mapped.at(o).info.base + off, buf[o].data(), size_t(n));
+        mem.write(mapped.at(o)->info.base + off, buf[o].data(), size_t(n));
         st.bytes_written += n;
       }
     }
-    const int64_t numel = mapped.begin()->second.info.numel();
+    const int64_t numel = first.info.numel();
+    for (auto& [_, o] : bc) give_back(std::move(o.host));
     st.ops += s.compute_ops.size();
     st.elements += uint64_t(numel) * s.compute_ops.size();
     ++st.streamed;
@@ -586,13 +597,7 @@ struct Executor {
     auto load = [&](uint32_t lds) -> std::vector<uint8_t>& {
       auto it = host.find(lds);
       if (it != host.end()) return it->second;
-      auto& t = tensor(lds);
-      const uint8_t* image = gather_image(t);
-      std::vector<uint8_t> buf = host_buffer(fmt::bytes_for(t.info.format, size_t(t.info.numel())));
-      const auto stv = fmt::contiguous_strides(t.info.size);
-      fmt::device_to_host(image, t.info.layout,
-                          fmt::MutableHostTensor{buf.data(), t.info.format, t.info.size, stv, 0});
-      return host.emplace(lds, std::move(buf)).first->second;
+      return host.emplace(lds, host_copy(tensor(lds))).first->second;
     };
 
     ops::Attrs attrs;
@@ -600,7 +605,7 @@ struct Executor {
     for (const auto& c : s.constants)
       if (!c.raw.empty() && fmt::is_convertible(to_fmt(c.format)))
         attrs.set(c.name, decode_constant(c));
-    if (stream(r, attrs)) return;
+    if (stream(r, attrs, tensor)) return;
 
     for (const auto& op : s.compute_ops) {
       const std::string where = s.file + ": computeOp_ '" + op.op_func_name + "'";

@@ -144,33 +144,37 @@ const Table& tables() {
     }
 
     // The scaled quantisations and casts take one scale for the whole tensor: elementwise.
-    for (std::string_view n : {"csqint4wt", "csqint4", "csqint8ch", "csqint8mb", "csqint8wt",
-                               "qfp8ch", "qfp8mb", "qfp8wt", "quantize", "dequantize",
-                               "fp32todl16", "dl16tofp32", "fp8todl16", "cast"})
+    for (std::string_view n : {"csqint4wt", "csqint4", "csqint8ch", "csqint8mb", "csqint8wt"}) {
       ew.insert(n);
-    for (std::string_view n : {"csqint4wt", "csqint4", "csqint8ch", "csqint8mb", "csqint8wt"})
       m[n] = [n](In in, const TensorView& o, const Attrs& a) {
         need(in, 1, 1, n);
         quantize_scaled(in[0], o, a.get("scaleact", 1.0), a.get("shiftact", 0.0), a);
       };
-    for (std::string_view n : {"qfp8ch", "qfp8mb", "qfp8wt"})
+    }
+    for (std::string_view n : {"qfp8ch", "qfp8mb", "qfp8wt"}) {
+      ew.insert(n);
       m[n] = [n](In in, const TensorView& o, const Attrs& a) {
         need(in, 1, 1, n);
         quantize_scaled(in[0], o, a.get("scaleact", 1.0), 0.0, a);
       };
+    }
+    ew.insert("quantize");
     m["quantize"] = [](In in, const TensorView& o, const Attrs& a) {
       need(in, 1, 1, "quantize");
       quantize(in[0], o, a.get("scale", 1.0), a.get("zero_point", 0.0), a);
     };
+    ew.insert("dequantize");
     m["dequantize"] = [](In in, const TensorView& o, const Attrs& a) {
       need(in, 1, 1, "dequantize");
       dequantize(in[0], o, a.get("scale", 1.0), a.get("zero_point", 0.0), a);
     };
-    for (std::string_view n : {"fp32todl16", "dl16tofp32", "fp8todl16", "cast"})
+    for (std::string_view n : {"fp32todl16", "dl16tofp32", "fp8todl16", "cast"}) {
+      ew.insert(n);
       m[n] = [n](In in, const TensorView& o, const Attrs& a) {
         need(in, 1, 1, n);
         cast(in[0], o, a);
       };
+    }
 
     for (std::string_view n :
          {"batchmatmul", "batchmatmulfp8", "batchmatmulint8", "batchmatmulint4", "matmul"})
