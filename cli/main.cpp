@@ -332,38 +332,62 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
       }
       entry[k] = e;
     }
-    const auto ref = exec::reference(resolved, kts, mem);
+    // Elementwise kernels over one image shape are checked after the run a chunk at a time
+    // (exec::check_streamed: no tensor held whole); any other kernel's reference is computed
+    // whole before the run, while its inputs are certainly intact.
+    const bool streamed_check = exec::can_check_streamed(resolved, kts);
+    exec::RefResult ref;
+    if (!streamed_check) ref = exec::reference(resolved, kts, mem);
     exec::ExecOptions opt;
     opt.lx_bytes = limits.lx_bytes;
     const exec::ExecStats st = exec::run(lb, resolved, mem, opt);
+    exec::StreamedCheck sc;
+    if (streamed_check) {
+      auto c = exec::check_streamed(resolved, kts, mem);
+      if (!c) throw std::logic_error("exec::check_streamed declined a plan can_check_streamed took");
+      sc = std::move(*c);
+    }
     bool all_pass = true;
     int checked = 0;
+    auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+    auto report = [&](nlohmann::json& e, const exec::Comparison& c, int roundings, bool sampled) {
+      e["check"] = {{"compared", c.compared},
+                    {"max_abs_err", num(c.max_abs)},
+                    {"max_rel_err", num(c.max_rel)},
+                    {"norm_err", num(c.norm_err)},
+                    {"tolerance", c.tolerance},
+                    {"roundings", roundings},
+                    {"sampled", sampled},
+                    {"result", c.pass ? "PASS" : "FAIL"}};
+      all_pass = all_pass && c.pass;
+      ++checked;
+    };
+    auto not_checked = [&](nlohmann::json& e, const std::map<size_t, std::string>& why, size_t k) {
+      auto u = why.find(k);
+      e["check"] = {{"result", "not checked"}, {"why", u != why.end() ? u->second : "no reference"}};
+    };
     for (size_t k = 0; k < kts.size(); ++k) {
       const exec::KernelTensor& kt = kts[k];
       auto& e = entry[k];
       if (!kt.written) continue;
+      if (streamed_check) {
+        if (!a.out_dir.empty())
+          exec::write_npy(std::filesystem::path(a.out_dir) / (exec::kernel_tensor_label(kt) + "_output.npy"),
+                          exec::read_tensor(mem, kt.info), kt.info.size);
+        if (auto it = sc.outputs.find(k); it != sc.outputs.end())
+          report(e, it->second, sc.depth.at(k), false);
+        else
+          not_checked(e, sc.unavailable, k);
+        continue;
+      }
       const auto out = exec::read_tensor(mem, kt.info);
       if (!a.out_dir.empty())
         exec::write_npy(std::filesystem::path(a.out_dir) / (exec::kernel_tensor_label(kt) + "_output.npy"),
                         out, kt.info.size);
-      if (auto it = ref.outputs.find(k); it != ref.outputs.end()) {
-        const exec::Comparison c = exec::compare(out, it->second);
-        auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
-        e["check"] = {{"compared", c.compared},
-                      {"max_abs_err", num(c.max_abs)},
-                      {"max_rel_err", num(c.max_rel)},
-                      {"norm_err", num(c.norm_err)},
-                      {"tolerance", c.tolerance},
-                      {"roundings", it->second.depth},
-                      {"sampled", !it->second.have.empty()},
-                      {"result", c.pass ? "PASS" : "FAIL"}};
-        all_pass = all_pass && c.pass;
-        ++checked;
-      } else {
-        auto u = ref.unavailable.find(k);
-        e["check"] = {{"result", "not checked"},
-                      {"why", u != ref.unavailable.end() ? u->second : "no reference"}};
-      }
+      if (auto it = ref.outputs.find(k); it != ref.outputs.end())
+        report(e, exec::compare(out, it->second), it->second.depth, !it->second.have.empty());
+      else
+        not_checked(e, ref.unavailable, k);
     }
     for (auto& [_, e] : entry) tensors.push_back(e);
     const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

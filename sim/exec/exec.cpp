@@ -507,17 +507,8 @@ struct Executor {
     // Image elements [e0, e0 + count) (whole sticks) of broadcast operand `o`, into `out`.
     auto expand = [&](const Bcast& o, int64_t e0, int64_t count, uint8_t* out) {
       const size_t w = size_t(fmt::bits_per_element(o.format) / 8);
-      const size_t nd = dsize.size();
-      std::vector<int64_t> idx(nd, 0);
-      int64_t rest = e0 / eps;
-      for (size_t k = nd - 1; k-- > 0;) {
-        idx[k] = rest % dsize[k];
-        rest /= dsize[k];
-      }
-      const int64_t lane = o.step[nd - 1];
-      for (int64_t e = 0; e < count; e += eps) {
-        int64_t base = 0;
-        for (size_t k = 0; k + 1 < nd; ++k) base += idx[k] * o.step[k];
+      const int64_t lane = o.step.back();
+      detail::for_each_stick_base(dsize, o.step, eps, e0, count, [&](int64_t e, int64_t base) {
         uint8_t* dst = out + size_t(e) * w;
         if (lane == 0)
           fill_stick(dst, o.host.data() + size_t(base) * w, w, size_t(eps));
@@ -526,11 +517,7 @@ struct Executor {
         else
           for (int64_t l = 0; l < eps; ++l)
             std::memcpy(dst + size_t(l) * w, o.host.data() + size_t(base + l * lane) * w, w);
-        for (size_t k = nd - 1; k-- > 0;) {
-          if (++idx[k] < dsize[k]) break;
-          idx[k] = 0;
-        }
-      }
+      });
     };
     for (uint64_t off = 0; off < image; off += chunk_bytes) {
       const uint64_t n = std::min(chunk_bytes, image - off);

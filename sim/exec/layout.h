@@ -92,6 +92,33 @@ void for_each_run(const MappedTensor& t, const CoreSlice& cs, Fn&& fn) {
   }
 }
 
+// Image elements [e0, e0 + count) of a tensor laid out with device dims `dsize` (the last one
+// the eps lanes of a stick; e0 and count whole sticks), a stick at a time: fn(e, base) with e the
+// stick's first element counted from e0 and base the sum, over the stick's other device
+// coordinates, of coordinate x step[dim]. With `step` from fmt::stride_map for an operand
+// broadcast over the layout, base is that operand's host element at the stick's lane 0. The
+// executor's streamed path and the reference's streamed check expand broadcast operands so.
+template <class Fn>
+void for_each_stick_base(const std::vector<int64_t>& dsize, const std::vector<int64_t>& step, int64_t eps,
+                         int64_t e0, int64_t count, Fn&& fn) {
+  const size_t nd = dsize.size();
+  std::vector<int64_t> idx(nd, 0);
+  int64_t rest = e0 / eps;
+  for (size_t k = nd - 1; k-- > 0;) {
+    idx[k] = rest % dsize[k];
+    rest /= dsize[k];
+  }
+  for (int64_t e = 0; e < count; e += eps) {
+    int64_t base = 0;
+    for (size_t k = 0; k + 1 < nd; ++k) base += idx[k] * step[k];
+    fn(e, base);
+    for (size_t k = nd - 1; k-- > 0;) {
+      if (++idx[k] < dsize[k]) break;
+      idx[k] = 0;
+    }
+  }
+}
+
 bool is_reduction(std::string_view op);  // the output is listed as an input (accumulator)
 bool is_matmul(std::string_view op);
 bool is_mappable(std::string_view op);   // shapes follow from N_ (not conv/pool/indirect)

@@ -1,5 +1,7 @@
-// Double-precision logical reference (see reference.h). Deliberately independent of vspyre::ops
-// and of the stick layout: tensors are named-dim host arrays keyed by where the bundle keeps them.
+// Double-precision logical reference (see reference.h). Deliberately independent of vspyre::ops'
+// arithmetic and of the stick layout: tensors are named-dim host arrays keyed by where the bundle
+// keeps them. (check_streamed asks ops::is_elementwise which ops it may stream, and walks images
+// whose layouts it has checked to be one and the same.)
 #include "sim/exec/reference.h"
 
 #include <algorithm>
@@ -7,9 +9,12 @@
 #include <functional>
 #include <numbers>
 #include <optional>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "sim/exec/layout.h"
+#include "sim/ops/ops.h"
 
 namespace vspyre::exec {
 
@@ -823,43 +828,356 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
   return res;
 }
 
-Comparison compare(std::span<const float> device, const RefTensor& ref) {
-  Comparison c;
-  const size_t n = std::min(device.size(), ref.v.size());
+namespace {
+
+// compare() over a tensor given in pieces: first every piece's reference values (add_ref: the
+// sum of squares behind the floor), then start(), then every piece again with its device values
+// (add). One piece, the whole tensor, is compare() itself.
+struct CompareAcc {
   double ss = 0;
   uint64_t cnt = 0;
-  for (size_t i = 0; i < n; ++i)
-    if ((ref.have.empty() || ref.have[i]) && std::isfinite(ref.v[i])) {
-      ss += ref.v[i] * ref.v[i];
-      ++cnt;
-    }
-  const double rms = cnt ? std::sqrt(ss / double(cnt)) : 0.0;
-  const double floor = std::ldexp(rms, -6);
-  c.tolerance = std::max(1, ref.depth) * format_epsilon(ref.format);
-  bool ok = device.size() == ref.v.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (!ref.have.empty() && !ref.have[i]) continue;
-    ++c.compared;
-    const double r = ref.v[i], d = double(device[i]);
-    if (std::isnan(r) || std::isnan(d)) {
-      if (std::isnan(r) != std::isnan(d)) ok = false, c.norm_err = INFINITY;
-      continue;
-    }
-    if (std::isinf(r) || std::isinf(d)) {
-      if (r != d) ok = false, c.norm_err = INFINITY;
-      continue;
-    }
-    const double e = std::fabs(d - r);
-    c.max_abs = std::max(c.max_abs, e);
-    if (r != 0) c.max_rel = std::max(c.max_rel, e / std::fabs(r));
-    // The magnitude that got rounded on the way: the error bound m, at least |r| (a NaN bound
-    // falls back to |r|, today's single-rounding check).
-    const double mi = ref.m.empty() ? 0.0 : ref.m[i];
-    const double den = std::max(mi > std::fabs(r) ? mi : std::fabs(r), min_normal(ref.format)) + floor;
-    c.norm_err = std::max(c.norm_err, den > 0 ? e / den : (e > 0 ? INFINITY : 0.0));
+  double floor = 0;
+  bool ok = true;
+  Comparison c;
+  fmt::DataFormat format = fmt::DataFormat::INVALID;
+
+  void add_ref(const RefTensor& ref) {
+    for (size_t i = 0; i < ref.v.size(); ++i)
+      if ((ref.have.empty() || ref.have[i]) && std::isfinite(ref.v[i])) {
+        ss += ref.v[i] * ref.v[i];
+        ++cnt;
+      }
   }
-  c.pass = ok && c.compared > 0 && c.norm_err <= c.tolerance;
-  return c;
+  void start(int depth, fmt::DataFormat f) {
+    const double rms = cnt ? std::sqrt(ss / double(cnt)) : 0.0;
+    floor = std::ldexp(rms, -6);
+    format = f;
+    c.tolerance = std::max(1, depth) * format_epsilon(f);
+  }
+  void add(std::span<const float> device, const RefTensor& ref) {
+    if (device.size() != ref.v.size()) ok = false;
+    const size_t n = std::min(device.size(), ref.v.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (!ref.have.empty() && !ref.have[i]) continue;
+      ++c.compared;
+      const double r = ref.v[i], d = double(device[i]);
+      if (std::isnan(r) || std::isnan(d)) {
+        if (std::isnan(r) != std::isnan(d)) ok = false, c.norm_err = INFINITY;
+        continue;
+      }
+      if (std::isinf(r) || std::isinf(d)) {
+        if (r != d) ok = false, c.norm_err = INFINITY;
+        continue;
+      }
+      const double e = std::fabs(d - r);
+      c.max_abs = std::max(c.max_abs, e);
+      if (r != 0) c.max_rel = std::max(c.max_rel, e / std::fabs(r));
+      // The magnitude that got rounded on the way: the error bound m, at least |r| (a NaN bound
+      // falls back to |r|, today's single-rounding check).
+      const double mi = ref.m.empty() ? 0.0 : ref.m[i];
+      const double den = std::max(mi > std::fabs(r) ? mi : std::fabs(r), min_normal(format)) + floor;
+      c.norm_err = std::max(c.norm_err, den > 0 ? e / den : (e > 0 ? INFINITY : 0.0));
+    }
+  }
+  Comparison finish() {
+    c.pass = ok && c.compared > 0 && c.norm_err <= c.tolerance;
+    return c;
+  }
+};
+
+// check_streamed's view of the plan: every op's operands and result by Key.
+struct StreamOp {
+  const bundle::Sdsc* sdsc = nullptr;
+  const bundle::ComputeOp* op = nullptr;
+  std::vector<Key> in;
+  Key out;
+  TensorInfo out_info;
+};
+struct StreamPlan {
+  std::vector<StreamOp> ops;
+  TensorInfo common;                          // the shape, layout and format of the images
+  std::map<Key, TensorInfo> streamed_inputs;  // kernel inputs in that view
+  std::map<Key, TensorInfo> bcast_inputs;     // kernel inputs broadcast over it
+  std::map<size_t, Key> outputs;              // kernel outputs: where the reference holds each
+};
+
+// The plan as check_streamed runs it, or nullopt when it does not qualify (reference.h).
+std::optional<StreamPlan> stream_plan(const std::vector<bundle::ResolvedExecution>& plan,
+                                      const std::vector<KernelTensor>& kernel) {
+  StreamPlan sp;
+  std::set<uint64_t> input_at;
+  for (const auto& kt : kernel)
+    if (kt.read_first) input_at.insert(kt.info.base);
+  bool have_common = false;
+  auto same_view = [&](const TensorInfo& i) { return i.size == sp.common.size && i.layout == sp.common.layout; };
+  std::set<Key> produced;
+  std::vector<std::pair<uint64_t, uint64_t>> written, read;  // HBM (base, image bytes)
+  for (const auto& r : plan) {
+    const bundle::Sdsc& s = *r.sdsc;
+    if (!s.coordinate_masking.empty()) return std::nullopt;
+    for (const auto& op : s.compute_ops) {
+      if (!ops::is_elementwise(op.op_func_name) || op.outputs.size() != 1 || op.inputs.empty())
+        return std::nullopt;
+      const auto ot = detail::map_tensor(r, op.outputs[0]);
+      if (!have_common) {
+        sp.common = ot.info;
+        have_common = true;
+        const int bits = fmt::bits_per_element(sp.common.format);
+        if (bits <= 0 || sp.common.numel() == 0 || sp.common.layout.device_size.empty() ||
+            sp.common.image_bytes != fmt::bytes_for(sp.common.format, size_t(sp.common.numel())))
+          return std::nullopt;
+      }
+      if (ot.info.gapped || !same_view(ot.info)) return std::nullopt;
+      StreamOp so;
+      so.sdsc = &s;
+      so.op = &op;
+      so.out = key_of(ot);
+      so.out_info = ot.info;
+      for (uint32_t i : op.inputs) {
+        const auto t = detail::map_tensor(r, i);
+        const Key k = key_of(t);
+        if (t.info.gapped) return std::nullopt;
+        if (produced.count(k)) {
+          if (!same_view(t.info)) return std::nullopt;
+        } else {
+          if (t.info.placement != bundle::Placement::hbm || !input_at.count(t.info.base)) return std::nullopt;
+          if (same_view(t.info)) {
+            if (sp.bcast_inputs.count(k)) return std::nullopt;
+            sp.streamed_inputs.emplace(k, t.info);
+          } else {
+            if (sp.streamed_inputs.count(k) || t.info.size.size() != sp.common.size.size()) return std::nullopt;
+            for (size_t d = 0; d < t.info.size.size(); ++d)
+              if (t.info.size[d] != 1 && t.info.size[d] != sp.common.size[d]) return std::nullopt;
+            if (auto [it, fresh] = sp.bcast_inputs.emplace(k, t.info); !fresh && it->second.size != t.info.size)
+              return std::nullopt;
+          }
+          read.emplace_back(t.info.base, t.info.image_bytes);
+        }
+        so.in.push_back(k);
+      }
+      produced.insert(so.out);
+      if (ot.info.placement == bundle::Placement::hbm) written.emplace_back(ot.info.base, ot.info.image_bytes);
+      sp.ops.push_back(std::move(so));
+    }
+  }
+  if (sp.ops.empty()) return std::nullopt;
+  for (const auto& [w, nw] : written)
+    for (const auto& [x, nx] : read)
+      if (w < x + nx && x < w + nw) return std::nullopt;
+  for (size_t k = 0; k < kernel.size(); ++k) {
+    const KernelTensor& kt = kernel[k];
+    if (!kt.written) continue;
+    const Key key{false, kt.info.base, 0};
+    if (!produced.count(key) || !same_view(kt.info) || kt.info.placement != bundle::Placement::hbm)
+      return std::nullopt;
+    sp.outputs[k] = key;
+  }
+  return sp;
+}
+
+
+}  // namespace
+
+Comparison compare(std::span<const float> device, const RefTensor& ref) {
+  CompareAcc a;
+  a.add_ref(ref);
+  a.start(ref.depth, ref.format);
+  a.add(device, ref);
+  return a.finish();
+}
+
+bool can_check_streamed(const std::vector<bundle::ResolvedExecution>& plan,
+                        const std::vector<KernelTensor>& kernel) {
+  try {
+    return stream_plan(plan, kernel).has_value();
+  } catch (const ExecError&) {
+    return false;  // a tensor it cannot map: reference() says which
+  }
+}
+
+std::optional<StreamedCheck> check_streamed(const std::vector<bundle::ResolvedExecution>& plan,
+                                            const std::vector<KernelTensor>& kernel, Memory& mem,
+                                            const RefOptions& opt) {
+  std::optional<StreamPlan> spo;
+  try {
+    spo = stream_plan(plan, kernel);
+  } catch (const ExecError&) {
+    return std::nullopt;
+  }
+  if (!spo) return std::nullopt;
+  const StreamPlan& sp = *spo;
+  const TensorInfo& c = sp.common;
+  const int64_t eps = int64_t(fmt::k_stick_bytes) * 8 / fmt::bits_per_element(c.format);
+  const int64_t total = c.numel();
+  // Whole sticks, 2^14 elements (128 KiB of doubles a tensor: the chunk stays in cache).
+  const int64_t chunk = std::max<int64_t>(eps, (int64_t(1) << 14) / eps * eps);
+  auto flat = [](fmt::DataFormat f, int64_t n) {
+    RefTensor t;
+    t.dims = {"e"};
+    t.size = {n};
+    t.format = f;
+    return t;
+  };
+  // Broadcast operands whole (logical order), with the host element step of a step along each
+  // device dim of the images (0 along a broadcast dim); a one-element operand is used as it is.
+  struct Bcast {
+    RefTensor t;
+    std::vector<int64_t> step;
+  };
+  std::map<Key, Bcast> bc;
+  for (const auto& [k, info] : sp.bcast_inputs) {
+    Bcast b;
+    b.t = flat(info.format, info.numel());
+    b.t.v = read_tensor_f64(mem, info);
+    if (info.numel() != 1) {
+      std::vector<int64_t> st = fmt::contiguous_strides(info.size);
+      for (size_t d = 0; d < st.size(); ++d)
+        if (info.size[d] == 1) st[d] = 0;
+      b.step = fmt::stride_map(c.layout, c.size, st);
+      for (auto& x : b.step) x = std::max<int64_t>(x, 0);  // -1: a dim of one unit
+    }
+    bc.emplace(k, std::move(b));
+  }
+  // Each half of the images (split at a chunk boundary, whatever the machine) runs on a thread
+  // of its own; the halves' sums are added in order and their maxima taken, so the result does
+  // not depend on the threads' timing. Memory::read is called under a lock.
+  std::mutex mem_lock;
+  struct Part {
+    int64_t lo = 0, hi = 0;
+    std::map<size_t, CompareAcc> acc;
+    std::map<size_t, int> depth;
+    std::map<Key, std::string> broken;
+    std::vector<uint8_t> raw;
+    std::vector<float> f32;
+    std::exception_ptr error;
+  };
+  auto read = [&](Part& p, const TensorInfo& info, int64_t e0, int64_t n, std::vector<double>* out) {
+    const uint64_t bits = uint64_t(fmt::bits_per_element(info.format));
+    p.raw.resize(size_t(uint64_t(n) * bits / 8));
+    {
+      std::lock_guard<std::mutex> hold(mem_lock);
+      mem.read(info.base + uint64_t(e0) * bits / 8, p.raw.data(), p.raw.size());
+    }
+    p.f32.resize(size_t(n));  // through fp32, as read_tensor gives the values
+    fmt::convert(info.format, p.raw.data(), fmt::DataFormat::IEEE_FP32, p.f32.data(), size_t(n));
+    if (out) out->assign(p.f32.begin(), p.f32.end());
+  };
+  // Pass 0: the reference's sums of squares (and depths); pass 1: the comparison.
+  auto run = [&](Part& p, int pass) {
+    for (int64_t e0 = p.lo; e0 < p.hi; e0 += chunk) {
+      const int64_t n = std::min(chunk, p.hi - e0);
+      std::map<Key, RefTensor> val;  // this chunk of every tensor, in image order
+      for (const auto& [k, info] : sp.streamed_inputs) {
+        RefTensor t = flat(info.format, n);
+        read(p, info, e0, n, &t.v);
+        val.emplace(k, std::move(t));
+      }
+      std::map<Key, RefTensor> expanded;
+      for (const StreamOp& so : sp.ops) {
+        try {
+          std::vector<const RefTensor*> in;
+          for (const Key& k : so.in) {
+            if (auto b = p.broken.find(k); b != p.broken.end()) throw Unavailable{b->second};
+            if (auto it = val.find(k); it != val.end()) {
+              in.push_back(&it->second);
+              continue;
+            }
+            const Bcast& b = bc.at(k);
+            if (b.step.empty()) {
+              in.push_back(&b.t);
+              continue;
+            }
+            auto [it, fresh] = expanded.try_emplace(k);
+            if (fresh) {
+              RefTensor& x = it->second;
+              x = flat(b.t.format, n);
+              x.v.resize(size_t(n));
+              const int64_t lane = b.step.back();
+              detail::for_each_stick_base(c.layout.device_size, b.step, eps, e0, n, [&](int64_t e, int64_t base) {
+                for (int64_t l = 0; l < eps; ++l) x.v[size_t(e + l)] = b.t.v[size_t(base + l * lane)];
+              });
+            }
+            in.push_back(&it->second);
+          }
+          TensorInfo oi = so.out_info;
+          oi.dims = {"e"};
+          oi.size = {n};
+          val.insert_or_assign(so.out, run_op(*so.sdsc, *so.op, in, oi, opt));
+          p.broken.erase(so.out);
+        } catch (const Unavailable& u) {
+          val.erase(so.out);
+          p.broken[so.out] = u.why.find(": ") != std::string::npos
+                                 ? u.why
+                                 : so.sdsc->file + ": '" + so.op->op_func_name + "': " + u.why;
+        }
+      }
+      for (const auto& [k, key] : sp.outputs) {
+        auto it = val.find(key);
+        if (it == val.end()) continue;
+        CompareAcc& a = p.acc[k];
+        if (pass == 0) {
+          a.add_ref(it->second);
+          p.depth[k] = it->second.depth;
+          a.format = it->second.format;
+        } else {
+          read(p, kernel[k].info, e0, n, nullptr);
+          a.add(p.f32, it->second);
+        }
+      }
+    }
+  };
+  const int64_t chunks = (total + chunk - 1) / chunk;
+  Part parts[2];
+  parts[0].hi = parts[1].lo = std::min(total, chunks / 2 * chunk);
+  parts[1].hi = total;
+  auto both = [&](int pass) {
+    auto guarded = [&](Part& p) {
+      try {
+        run(p, pass);
+      } catch (...) {
+        p.error = std::current_exception();
+      }
+    };
+    std::thread second(guarded, std::ref(parts[1]));
+    guarded(parts[0]);
+    second.join();
+    for (const Part& p : parts)
+      if (p.error) std::rethrow_exception(p.error);
+  };
+  both(0);
+  StreamedCheck res;
+  std::map<size_t, CompareAcc> start;  // every output's floor and tolerance, from both halves
+  for (const Part& p : parts)
+    for (const auto& [k, a] : p.acc) {
+      CompareAcc& s0 = start[k];
+      s0.ss += a.ss;
+      s0.cnt += a.cnt;
+      s0.format = a.format;
+      res.depth[k] = p.depth.at(k);
+    }
+  for (auto& [k, a] : start) a.start(res.depth[k], a.format);
+  for (Part& p : parts) p.acc = start;
+  both(1);
+  for (const auto& [k, key] : sp.outputs) {
+    if (start.count(k)) {
+      CompareAcc all = start[k];
+      for (const Part& p : parts) {
+        const CompareAcc& a = p.acc.at(k);
+        all.ok = all.ok && a.ok;
+        all.c.compared += a.c.compared;
+        all.c.max_abs = std::max(all.c.max_abs, a.c.max_abs);
+        all.c.max_rel = std::max(all.c.max_rel, a.c.max_rel);
+        all.c.norm_err = std::max(all.c.norm_err, a.c.norm_err);
+      }
+      res.outputs[k] = all.finish();
+    } else {
+      std::string why = "not computed";
+      for (const Part& p : parts)
+        if (auto b = p.broken.find(key); b != p.broken.end()) why = b->second;
+      res.unavailable[k] = why;
+    }
+  }
+  return res;
 }
 
 }  // namespace vspyre::exec

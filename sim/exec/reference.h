@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -71,6 +72,35 @@ struct Comparison {
 };
 // Compares device values (host order, as read_tensor gives them) with a reference.
 Comparison compare(std::span<const float> device, const RefTensor& ref);
+
+// The reference and its comparison with the device's results in one go, a chunk of the tensors'
+// device images at a time, holding no tensor whole: for `vspyre run` with data on kernels of
+// hundreds of MB, where reference() and read_tensor() would hold several GB of doubles and
+// floats (a 16384x16384 copy: 4.7 GB, 20 s of its 21 s). A plan qualifies when
+//  - every op is elementwise (ops::is_elementwise) with one output, and no SDSC masks coordinates;
+//  - every tensor but the broadcast operands has one shape and one stick layout, whose image
+//    has no padding (element k of every image is then the same logical coordinate), and none is
+//    a tile of a larger one;
+//  - each tensor read is a kernel input or written by an earlier op in the same view; a broadcast
+//    operand (the same rank, size 1 where it differs: a row, a column, one element) is a kernel
+//    input, read whole and expanded along the images (fmt::stride_map, as the executor does);
+//  - no HBM tensor the plan writes overlaps a kernel input it reads, so the inputs are still in
+//    `mem` after exec::run;
+//  - every kernel output is in that shape and layout.
+// Each op is computed as reference() computes it (the same functions, error bounds and
+// roundings) on the chunk's elements in image order; the comparison's maxima are those of
+// compare() on the whole tensors, its rms (of the reference, for the floor) is summed in image
+// order. Call it after exec::run. nullopt: the plan does not qualify (use reference()).
+struct StreamedCheck {
+  std::map<size_t, Comparison> outputs;       // by position in `kernel`, as RefResult::outputs
+  std::map<size_t, int> depth;                // the reference's roundings of each (RefTensor::depth)
+  std::map<size_t, std::string> unavailable;  // why not computed
+};
+bool can_check_streamed(const std::vector<bundle::ResolvedExecution>& plan,
+                        const std::vector<KernelTensor>& kernel);
+std::optional<StreamedCheck> check_streamed(const std::vector<bundle::ResolvedExecution>& plan,
+                                            const std::vector<KernelTensor>& kernel, Memory& mem,
+                                            const RefOptions& opt = {});
 // Relative precision of one rounding into `f` (2^-fraction bits); 0 for formats without one.
 double format_epsilon(fmt::DataFormat f);
 

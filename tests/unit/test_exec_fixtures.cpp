@@ -734,6 +734,100 @@ TEST_CASE("exec: an elementwise execution streamed chunk by chunk writes the sam
   }
 }
 
+TEST_CASE("reference: the streamed check gives the whole check's figures, and catches a wrong element",
+          "[exec][reference]") {
+  // exec::check_streamed (after the run, a chunk of the images at a time, two threads) against
+  // reference() before the run and compare() on the whole tensors: the same count, maxima,
+  // tolerance, roundings and verdict for every output; the floor's rms is summed in another
+  // order, so the normalised error agrees to rounding. On uniform inputs and on inputs scaled by
+  // 1e12 with NaN and infinities; then with one output element changed after the run.
+  const fs::path sweep = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep";
+  std::vector<fs::path> dirs;
+  for (const auto& dir : fixture_dirs()) {
+    const Work w = fixture_work(bundle::load_bundle(dir));
+    if (w.elements <= (1u << 21) && w.macs == 0) dirs.push_back(dir);
+  }
+  // Chains through LX and through HBM, two independent adds, row, column and one-element
+  // broadcasts: each must qualify.
+  const std::vector<std::string> must = {"add3_2048x1024_c32_lx", "add6_2048x1024_c32_hbm", "add_indep2_2048x1024_c32",
+                                         "bcast_64x2048_c32", "bcastcol_64x2048_c32", "captured/copy_128x2048_c32",
+                                         "captured/mulbcast_128x16384_c32"};
+  for (const auto& name : must) dirs.push_back(sweep / name);
+  size_t qualified = 0, outputs = 0, chains = 0;
+  for (const auto& dir : dirs) {
+    const std::string name = dir.parent_path().filename().string() + "/" + dir.filename().string();
+    INFO(name);
+    const auto lb = bundle::load_bundle(dir);
+    const bundle::Bindings b = plan::default_bindings(lb);
+    const auto plan = bundle::resolve(lb, b);
+    const auto kts = exec::kernel_tensors(lb, plan, b);
+    const bool can = exec::can_check_streamed(plan, kts);
+    for (const auto& m : must)
+      if (dir == sweep / m) CHECK(can);
+    if (!can) {
+      exec::SparseMemory mem;
+      CHECK_FALSE(exec::check_streamed(plan, kts, mem).has_value());
+      continue;
+    }
+    ++qualified;
+    chains += plan.size() > 1;
+    for (int variant = 0; variant < 3; ++variant) {  // uniform, extreme, a wrong element
+      exec::SparseMemory mem;
+      for (const auto& kt : kts) {
+        if (!kt.read_first) continue;
+        auto v = exec::random_values(3 + kt.offset, kt.arg_index, size_t(kt.info.numel()));
+        if (variant == 1)
+          for (size_t i = 0; i < v.size(); ++i)
+            v[i] = i % 97 == 5 ? NAN : i % 89 == 7 ? (i % 2 ? INFINITY : -INFINITY) : v[i] * 1e12f;
+        exec::write_tensor(mem, kt.info, v);
+      }
+      const exec::RefResult ref = exec::reference(plan, kts, mem);
+      exec::run(lb, plan, mem);
+      if (variant == 2)
+        for (const auto& kt : kts)
+          if (kt.written) {
+            // The element in the middle of the image, one DL16 step per unit of 2^-6 off.
+            auto raw = exec::read_tensor_raw(mem, kt.info);
+            auto vals = exec::read_tensor(mem, kt.info);
+            const size_t i = vals.size() / 2 + 3;
+            vals[i] = vals[i] * 1.25f + 0.5f;
+            exec::write_tensor(mem, kt.info, vals);
+          }
+      const auto sc = exec::check_streamed(plan, kts, mem);
+      REQUIRE(sc.has_value());
+      for (size_t k = 0; k < kts.size(); ++k) {
+        if (!kts[k].written) continue;
+        INFO(exec::kernel_tensor_label(kts[k]) << " variant " << variant);
+        auto r = ref.outputs.find(k);
+        REQUIRE((r != ref.outputs.end()) == (sc->outputs.count(k) == 1));
+        if (r == ref.outputs.end()) {
+          CHECK(sc->unavailable.count(k) == 1);
+          continue;
+        }
+        ++outputs;
+        const exec::Comparison w = exec::compare(exec::read_tensor(mem, kts[k].info), r->second);
+        const exec::Comparison& c = sc->outputs.at(k);
+        CHECK(c.compared == w.compared);
+        CHECK(c.max_abs == w.max_abs);
+        CHECK(c.max_rel == w.max_rel);
+        CHECK(c.tolerance == w.tolerance);
+        CHECK(sc->depth.at(k) == r->second.depth);
+        CHECK(c.pass == w.pass);
+        if (std::isfinite(w.norm_err))
+          CHECK(c.norm_err == Approx(w.norm_err).epsilon(1e-12));
+        else
+          CHECK(c.norm_err == w.norm_err);
+        if (variant == 0) CHECK(c.pass);
+        if (variant == 2) CHECK_FALSE(c.pass);
+      }
+    }
+  }
+  WARN(dirs.size() << " bundles, " << qualified << " checked streamed (" << chains << " of several SDSCs), "
+                   << outputs << " comparisons");
+  CHECK(qualified >= 20);
+  CHECK(chains >= 3);
+}
+
 TEST_CASE("exec: an op the executor cannot compute is named with its SDSC file", "[exec]") {
   const fs::path dir = k_fixtures / "neg_2048x1024_c32";
   std::string t = testing::slurp(dir / "sdsc_0.json");
