@@ -320,10 +320,8 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
           e["source"] = g->second;
         } else {
           // A view's values are drawn from the seed moved by its offset (the argument itself: offset 0).
-          // Converted to the device format piece by piece: no fp32 copy of the whole tensor.
-          exec::write_tensor_raw(mem, kt.info,
-                                 exec::random_device_values(a.seed + kt.offset, kt.arg_index,
-                                                            size_t(kt.info.numel()), kt.info.format));
+          // Written a chunk of the image at a time: no copy of the whole tensor.
+          exec::write_random_tensor(mem, kt.info, a.seed + kt.offset, kt.arg_index);
           e["source"] = "random";
         }
         if (!a.out_dir.empty())

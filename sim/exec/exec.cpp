@@ -174,6 +174,39 @@ std::vector<uint8_t> random_device_values(uint64_t seed, size_t arg, size_t n, f
   return raw;
 }
 
+void write_random_tensor(Memory& mem, const TensorInfo& info, uint64_t seed, size_t arg) {
+  need_hbm(info, "write_random_tensor");
+  const int bits = fmt::bits_per_element(info.format);
+  const int64_t n = info.numel();
+  if (info.gapped || bits <= 0 || bits % 8 != 0 || n == 0 || info.layout.device_size.empty() ||
+      info.image_bytes != fmt::bytes_for(info.format, size_t(n))) {
+    write_tensor_raw(mem, info, random_device_values(seed, arg, size_t(n), info.format));
+    return;
+  }
+  // No padding: every image element is a logical one. Each stick's lane 0 is host element `base`
+  // and lane l is base + l x lane (fmt::stride_map of the contiguous host strides).
+  const int64_t eps = int64_t(fmt::k_stick_bytes) * 8 / bits;
+  std::vector<int64_t> step = fmt::stride_map(info.layout, info.size, fmt::contiguous_strides(info.size));
+  for (auto& x : step) x = std::max<int64_t>(x, 0);  // -1: a dim of one unit
+  const int64_t lane = step.back();
+  const int64_t chunk = std::max<int64_t>(eps, (int64_t(1) << 16) / eps * eps);
+  std::vector<float> vals(size_t(std::min(chunk, n)));
+  std::vector<uint8_t> raw(vals.size() * size_t(bits) / 8);
+  for (int64_t e0 = 0; e0 < n; e0 += chunk) {
+    const int64_t cnt = std::min(chunk, n - e0);
+    detail::for_each_stick_base(info.layout.device_size, step, eps, e0, cnt, [&](int64_t e, int64_t base) {
+      if (lane == 1) {
+        random_values_into(seed, arg, size_t(base), std::span<float>(vals.data() + e, size_t(eps)));
+        return;
+      }
+      for (int64_t l = 0; l < eps; ++l)
+        random_values_into(seed, arg, size_t(base + l * lane), std::span<float>(vals.data() + e + l, 1));
+    });
+    fmt::convert(fmt::DataFormat::IEEE_FP32, vals.data(), info.format, raw.data(), size_t(cnt));
+    mem.write(info.base + uint64_t(e0) * uint64_t(bits) / 8, raw.data(), size_t(cnt) * size_t(bits) / 8);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Kernel arguments
 // ---------------------------------------------------------------------------------------------

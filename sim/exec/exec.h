@@ -126,6 +126,10 @@ void random_values_into(uint64_t seed, size_t arg, size_t first, std::span<float
 // write_tensor_raw(mem, info, random_device_values(...)) writes what write_tensor(mem, info,
 // random_values(...)) writes.
 std::vector<uint8_t> random_device_values(uint64_t seed, size_t arg, size_t n, fmt::DataFormat format);
+// write_tensor_raw(mem, info, random_device_values(seed, arg, numel, format)), the same bytes,
+// written a chunk of the image at a time when the image has no padding (no host-order copy and
+// no image of the whole tensor: 1 GB less for a 16384x16384 DL16 input), else so.
+void write_random_tensor(Memory& mem, const TensorInfo& info, uint64_t seed, size_t arg);
 
 // Each core's LX scratchpad (core id -> its memory, zero where nothing was written).
 struct LxState {

@@ -828,6 +828,38 @@ TEST_CASE("reference: the streamed check gives the whole check's figures, and ca
   CHECK(chains >= 3);
 }
 
+TEST_CASE("reference: the streamed check gives bit-identical figures run after run", "[exec][reference]") {
+  // Its two threads split the images at a fixed place and merge in order: the same plan, inputs
+  // and outputs give the same Comparison to the last bit however the threads are scheduled.
+  // (Also run under ThreadSanitizer: the tsan test preset.)
+  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "add3_2048x1024_c32_lx";
+  const auto lb = bundle::load_bundle(dir);
+  const bundle::Bindings b = plan::default_bindings(lb);
+  const auto plan = bundle::resolve(lb, b);
+  const auto kts = exec::kernel_tensors(lb, plan, b);
+  REQUIRE(exec::can_check_streamed(plan, kts));
+  exec::SparseMemory mem;
+  for (const auto& kt : kts)
+    if (kt.read_first)
+      exec::write_tensor(mem, kt.info, exec::random_values(9, kt.arg_index, size_t(kt.info.numel())));
+  exec::run(lb, plan, mem);
+  std::vector<exec::Comparison> runs;
+  for (int i = 0; i < 3; ++i) {
+    const auto sc = exec::check_streamed(plan, kts, mem);
+    REQUIRE(sc.has_value());
+    REQUIRE(sc->outputs.size() == 1);
+    runs.push_back(sc->outputs.begin()->second);
+  }
+  CHECK(runs[0].pass);
+  CHECK(runs[0].compared == uint64_t(2048) * 1024);
+  for (const auto& c : runs) {
+    CHECK(c.compared == runs[0].compared);
+    CHECK(std::memcmp(&c.max_abs, &runs[0].max_abs, sizeof(double)) == 0);
+    CHECK(std::memcmp(&c.max_rel, &runs[0].max_rel, sizeof(double)) == 0);
+    CHECK(std::memcmp(&c.norm_err, &runs[0].norm_err, sizeof(double)) == 0);
+  }
+}
+
 TEST_CASE("exec: an op the executor cannot compute is named with its SDSC file", "[exec]") {
   const fs::path dir = k_fixtures / "neg_2048x1024_c32";
   std::string t = testing::slurp(dir / "sdsc_0.json");
@@ -919,6 +951,41 @@ TEST_CASE("exec: random inputs converted piece by piece equal the fp32 values co
   exec::random_values_into(9, 2, 100, part);
   const auto v = exec::random_values(9, 2, 105);
   CHECK(std::equal(part.begin(), part.end(), v.begin() + 100));
+}
+
+TEST_CASE("exec: random inputs written a chunk of the image at a time equal write_tensor of the values",
+          "[exec]") {
+  // exec::write_random_tensor against write_tensor(random_values(...)) on every kernel input of
+  // the fixtures (row, column and one-element broadcasts, padded and unpadded; all DL16): the
+  // same image bytes.
+  const fs::path sweep = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep";
+  std::vector<fs::path> dirs = fixture_dirs();
+  for (const char* name : {"bcast_64x2048_c32", "bcastcol_64x2048_c32", "captured/copy_128x2048_c32",
+                           "captured/transpose_512x1024_c32"})
+    dirs.push_back(sweep / name);
+  size_t tensors = 0, chunked = 0;
+  for (const auto& dir : dirs) {
+    INFO(dir.filename().string());
+    const auto lb = bundle::load_bundle(dir);
+    const bundle::Bindings b = plan::default_bindings(lb);
+    const auto plan = bundle::resolve(lb, b);
+    for (const auto& kt : exec::kernel_tensors(lb, plan, b)) {
+      if (!kt.read_first || kt.info.numel() > (int64_t(1) << 22)) continue;
+      INFO(exec::kernel_tensor_label(kt));
+      exec::SparseMemory a, w;
+      exec::write_tensor(a, kt.info, exec::random_values(5 + kt.offset, kt.arg_index, size_t(kt.info.numel())));
+      exec::write_random_tensor(w, kt.info, 5 + kt.offset, kt.arg_index);
+      std::vector<uint8_t> ia(kt.info.image_bytes), iw(kt.info.image_bytes);
+      a.read(kt.info.base, ia.data(), ia.size());
+      w.read(kt.info.base, iw.data(), iw.size());
+      CHECK(ia == iw);
+      ++tensors;
+      chunked += kt.info.image_bytes == fmt::bytes_for(kt.info.format, size_t(kt.info.numel())) && !kt.info.gapped;
+    }
+  }
+  WARN(tensors << " inputs, " << chunked << " without padding");
+  CHECK(chunked >= 50);
+  CHECK(tensors > chunked);
 }
 
 TEST_CASE("exec: npy files round-trip and bad ones are rejected by name", "[exec]") {
