@@ -476,8 +476,8 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
     else m_recent.prefetch(recent_key(addr + bytes, bytes));
   }
   if (!is_write && m_t.coalesce_window > 0) {
-    if (m_recent.size() > 65536) m_recent.clear();  // bounded: only recent reads can coalesce
-    m_recent.insert_or_assign(recent_key(addr, bytes), Recent{addr, bytes, t, finish, requester(src), port_bit(port)});
+    m_recent.insert_or_assign(recent_key(addr, bytes), Recent{addr, bytes, t, finish, requester(src), port_bit(port)}, t,
+                              m_t.history + m_t.coalesce_window, 65536);
   }
   VSPYRE_DEBUG(g_dbg, t_ps, "%s 0x%llx %llu B -> done %.1f ns", is_write ? "wr" : "rd",
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), finish / 1e3);
@@ -584,12 +584,6 @@ Lpddr5::Port* Lpddr5::port_of(const TransferExt* x) {
   const uint32_t n = std::max<uint32_t>(m_requesters, 1);
   const uint32_t c = std::min(idx(x->src), n - 1);
   return &m_ports[static_cast<size_t>(static_cast<uint64_t>(c) * m_ports.size() / n)];
-}
-
-Lpddr5::FlowRecent* Lpddr5::flow_recent_find(uint64_t key) {
-  // The current generation holds the newer entry when both have one.
-  if (FlowRecent* f = m_flow_recent[m_flow_cur].find(key)) return f;
-  return m_flow_recent[m_flow_cur ^ 1].find(key);
 }
 
 double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double t_ps) {
@@ -797,9 +791,8 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   bool served = false;
   if (m_t.coalesce_window > 0) {
     if (is_write) {
-      m_flow_recent[0].erase(key);
-      m_flow_recent[1].erase(key);
-    } else if (FlowRecent* it = flow_recent_find(key);
+      m_flow_recent.erase(key);
+    } else if (FlowRecent* it = m_flow_recent.find(key);
                it && it->addr == addr && it->bytes == bytes && it->run == run && it->stride == stride &&
                std::abs(t - it->issued) <= m_t.coalesce_window && other_requester(it->src, requester(&x))) {
       // Read with an identical stream in flight: delivered with it, at this requester's pace (not
@@ -829,14 +822,8 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     (is_write ? m_bytes_written : m_bytes_read) += static_cast<double>(bytes);
     if (tracing()) trace()->complete(m_flow_track, is_write ? "wr" : "rd", ready, end - ready);
     if (!is_write && m_t.coalesce_window > 0) {
-      if (t - m_flow_gen_t > m_t.history + m_t.coalesce_window) {
-        m_flow_cur ^= 1;
-        m_flow_recent[m_flow_cur].clear();
-        m_flow_gen_t = t;
-      }
-      FlatMap<FlowRecent>& cur = m_flow_recent[m_flow_cur];
-      if (cur.size() > 65536) cur.clear();
-      cur.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x), port_bit(port)});
+      m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x), port_bit(port)}, t,
+                                     m_t.history + m_t.coalesce_window, 65536);
     }
   }
   (is_write ? m_writes : m_reads) += static_cast<double>(requests);

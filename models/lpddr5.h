@@ -202,17 +202,9 @@ class Lpddr5 : public Component {
   // it was issued and when its data was delivered.
   // `ports`: the ports its data has crossed (bit i: port i), each once.
   struct FlowRecent { uint64_t addr = 0, bytes = 0, run = 0, stride = 0; double issued = 0, done = 0; int64_t src = -1; uint64_t ports = 0; };
-  // In two generations: the reads issued since m_flow_gen_t (m_flow_recent[m_flow_cur]) and those
-  // of the generation before. A generation spans history + coalesce_window of issue times; when
-  // a new one starts, the one before the last is dropped whole: its reads were issued more than
-  // that before, too long ago to coalesce with any read the calendars (which forget bins older
-  // than history) still place. So the tables hold the last few windows' reads, not everything
-  // since the card started (a long run, or the fixture bench's card shared by every fixture,
-  // filled one table to 65536 entries, a cache miss per lookup).
-  FlatMap<FlowRecent> m_flow_recent[2];
-  int m_flow_cur = 0;
-  double m_flow_gen_t = -1e300;
-  FlowRecent* flow_recent_find(uint64_t key);
+  // Kept for history + coalesce_window of issue times (RecentTable): older reads cannot coalesce
+  // with any read the calendars (which forget bins older than history) still place.
+  RecentTable<FlowRecent> m_flow_recent;
   TraceWriter::TrackId m_flow_track = 0;
   double m_mix[2] = {0, 0};  // recent read and write traffic (EWMA), flow model
   double m_mix_t = 0;
@@ -269,7 +261,7 @@ class Lpddr5 : public Component {
   // before gets no copy of its own). Either unknown (-1): yes.
   static bool other_requester(int64_t leader, int64_t src) { return leader < 0 || src < 0 || leader != src; }
   static int64_t requester(const TransferExt* x) { return x ? static_cast<int64_t>(idx(x->src)) : -1; }
-  FlatMap<Recent> m_recent;
+  RecentTable<Recent> m_recent;  // as m_flow_recent
   // A request's slot in m_recent.
   static uint64_t recent_key(uint64_t addr, uint64_t bytes) { return addr * 1315423911ull ^ bytes; }
   Scalar& m_last_done;
