@@ -469,8 +469,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   const double finish = done + m_t.t_frontend;
   m_last_done.max_with(finish);
   // The sender's next request (as it announces it, or else where this one ends) comes after the
-  // other cores' requests, by when its table slot (a cache miss: the table spans megabytes) has
-  // arrived.
+  // other cores' requests, by when its table slot (often a cache miss) has arrived.
   if (m_t.coalesce_window > 0) {
     if (src && src->next_bytes) m_recent.prefetch(recent_key(src->next_addr, src->next_bytes));
     else m_recent.prefetch(recent_key(addr + bytes, bytes));
