@@ -368,20 +368,19 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
       const exec::KernelTensor& kt = kts[k];
       auto& e = entry[k];
       if (!kt.written) continue;
+      // The output whole only when something needs it: --out, or the whole check.
+      std::vector<float> out;
+      if (!a.out_dir.empty() || !streamed_check) out = exec::read_tensor(mem, kt.info);
+      if (!a.out_dir.empty())
+        exec::write_npy(std::filesystem::path(a.out_dir) / (exec::kernel_tensor_label(kt) + "_output.npy"),
+                        out, kt.info.size);
       if (streamed_check) {
-        if (!a.out_dir.empty())
-          exec::write_npy(std::filesystem::path(a.out_dir) / (exec::kernel_tensor_label(kt) + "_output.npy"),
-                          exec::read_tensor(mem, kt.info), kt.info.size);
         if (auto it = sc.outputs.find(k); it != sc.outputs.end())
           report(e, it->second, sc.depth.at(k), false);
         else
           not_checked(e, sc.unavailable, k);
         continue;
       }
-      const auto out = exec::read_tensor(mem, kt.info);
-      if (!a.out_dir.empty())
-        exec::write_npy(std::filesystem::path(a.out_dir) / (exec::kernel_tensor_label(kt) + "_output.npy"),
-                        out, kt.info.size);
       if (auto it = ref.outputs.find(k); it != ref.outputs.end())
         report(e, exec::compare(out, it->second), it->second.depth, !it->second.have.empty());
       else

@@ -139,9 +139,11 @@ class FlatMap {
 // A table of recent events that matter only for a while (the memory's reads that a later read can
 // still coalesce with), in two FlatMap generations: an insertion at time t more than `span`
 // after the current generation began starts a new one and drops the one before it whole. So the
-// table holds the entries of the last one to two spans, stays small and in cache however long
-// the simulation runs, and drops nothing younger than `span`. Lookups see the current
-// generation first (its entry is the newer when both hold the key).
+// table holds the entries of the last one to two spans and stays small and in cache however
+// long the simulation runs. What it drops was inserted at least `span` before the insertion
+// that drops it (its users pick `span` so that such entries can no longer match), except when a
+// generation passes `limit` entries: then both are emptied, as a single bounded table would be.
+// Lookups see the current generation first (its entry is the newer when both hold the key).
 template <typename V>
 class RecentTable {
  public:
@@ -149,20 +151,26 @@ class RecentTable {
     if (V* v = m_maps[m_cur].find(key)) return v;
     return m_maps[m_cur ^ 1].find(key);
   }
-  void prefetch(uint64_t key) const { m_maps[m_cur].prefetch(key); }
+  void prefetch(uint64_t key) const {
+    m_maps[0].prefetch(key);
+    m_maps[1].prefetch(key);
+  }
   void erase(uint64_t key) {
     m_maps[0].erase(key);
     m_maps[1].erase(key);
   }
-  // `limit`: a generation holding more entries than this is emptied first (a bound on memory
-  // for spans that see millions of events).
+  // `limit`: when the current generation holds more entries than this, both are emptied first
+  // (a bound on memory for spans that see millions of events).
   void insert_or_assign(uint64_t key, const V& value, double t, double span, size_t limit) {
     if (t - m_start > span) {
       m_cur ^= 1;
       m_maps[m_cur].clear();
       m_start = t;
     }
-    if (m_maps[m_cur].size() > limit) m_maps[m_cur].clear();
+    if (m_maps[m_cur].size() > limit) {
+      m_maps[0].clear();
+      m_maps[1].clear();
+    }
     m_maps[m_cur].insert_or_assign(key, value);
   }
   size_t size() const { return m_maps[0].size() + m_maps[1].size(); }

@@ -186,8 +186,7 @@ void write_random_tensor(Memory& mem, const TensorInfo& info, uint64_t seed, siz
   // No padding: every image element is a logical one. Each stick's lane 0 is host element `base`
   // and lane l is base + l x lane (fmt::stride_map of the contiguous host strides).
   const int64_t eps = int64_t(fmt::k_stick_bytes) * 8 / bits;
-  std::vector<int64_t> step = fmt::stride_map(info.layout, info.size, fmt::contiguous_strides(info.size));
-  for (auto& x : step) x = std::max<int64_t>(x, 0);  // -1: a dim of one unit
+  const std::vector<int64_t> step = detail::broadcast_steps(info.layout, info.size, info.size);
   const int64_t lane = step.back();
   const int64_t chunk = std::max<int64_t>(eps, (int64_t(1) << 16) / eps * eps);
   std::vector<float> vals(size_t(std::min(chunk, n)));
@@ -530,11 +529,7 @@ struct Executor {
       o.format = t.info.format;
       o.host = host_copy(t);
       if (t.info.numel() == 1) continue;
-      std::vector<int64_t> st_b = fmt::contiguous_strides(t.info.size);
-      for (size_t d = 0; d < st_b.size(); ++d)
-        if (t.info.size[d] == 1) st_b[d] = 0;
-      o.step = fmt::stride_map(first.info.layout, first.info.size, st_b);
-      for (auto& x : o.step) x = std::max<int64_t>(x, 0);  // -1: a dim of one unit
+      o.step = detail::broadcast_steps(first.info.layout, first.info.size, t.info.size);
       buf[lds].resize(size_t(chunk_bytes * 8 / uint64_t(bits)) * size_t(fmt::bits_per_element(o.format) / 8));
     }
     // Image elements [e0, e0 + count) (whole sticks) of broadcast operand `o`, into `out`.

@@ -7,6 +7,16 @@
 
 namespace vspyre::exec::detail {
 
+std::vector<int64_t> broadcast_steps(const fmt::StickLayout& layout, const std::vector<int64_t>& size,
+                                     const std::vector<int64_t>& operand) {
+  std::vector<int64_t> st = fmt::contiguous_strides(operand);
+  for (size_t d = 0; d < st.size(); ++d)
+    if (operand[d] == 1) st[d] = 0;
+  std::vector<int64_t> step = fmt::stride_map(layout, size, st);
+  for (auto& x : step) x = std::max<int64_t>(x, 0);  // -1: a dim of one unit
+  return step;
+}
+
 namespace {
 
 const std::set<std::string_view>& reductions() {

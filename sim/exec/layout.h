@@ -119,6 +119,14 @@ void for_each_stick_base(const std::vector<int64_t>& dsize, const std::vector<in
   }
 }
 
+// The host element step of a step along each device dim of `layout` (the image of a tensor of
+// logical shape `size`) for an operand of logical shape `operand`, of the same rank and of size 1
+// where it is broadcast: its contiguous strides, 0 along the broadcast dims, through
+// fmt::stride_map, with -1 (a dim of one unit) read as 0. With for_each_stick_base it gives the
+// operand's element at each stick of the image.
+std::vector<int64_t> broadcast_steps(const fmt::StickLayout& layout, const std::vector<int64_t>& size,
+                                     const std::vector<int64_t>& operand);
+
 bool is_reduction(std::string_view op);  // the output is listed as an input (accumulator)
 bool is_matmul(std::string_view op);
 bool is_mappable(std::string_view op);   // shapes follow from N_ (not conv/pool/indirect)

@@ -1,7 +1,7 @@
 // Double-precision logical reference (see reference.h). Deliberately independent of vspyre::ops'
 // arithmetic and of the stick layout: tensors are named-dim host arrays keyed by where the bundle
-// keeps them. (check_streamed asks ops::is_elementwise which ops it may stream, and walks images
-// whose layouts it has checked to be one and the same.)
+// keeps them. (check_streamed asks ops::is_elementwise which ops it may stream, walks images it
+// has checked to share one layout, and reads only the small broadcast operands whole.)
 #include "sim/exec/reference.h"
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <optional>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "sim/exec/layout.h"
@@ -879,6 +880,14 @@ struct CompareAcc {
       c.norm_err = std::max(c.norm_err, den > 0 ? e / den : (e > 0 ? INFINITY : 0.0));
     }
   }
+  // The comparison of another piece, added after start() (the same floor and tolerance).
+  void merge(const CompareAcc& o) {
+    ok = ok && o.ok;
+    c.compared += o.c.compared;
+    c.max_abs = std::max(c.max_abs, o.c.max_abs);
+    c.max_rel = std::max(c.max_rel, o.c.max_rel);
+    c.norm_err = std::max(c.norm_err, o.c.norm_err);
+  }
   Comparison finish() {
     c.pass = ok && c.compared > 0 && c.norm_err <= c.tolerance;
     return c;
@@ -945,10 +954,15 @@ std::optional<StreamPlan> stream_plan(const std::vector<bundle::ResolvedExecutio
             if (sp.bcast_inputs.count(k)) return std::nullopt;
             sp.streamed_inputs.emplace(k, t.info);
           } else {
-            if (sp.streamed_inputs.count(k) || t.info.size.size() != sp.common.size.size()) return std::nullopt;
+            // A broadcast operand: smaller than the images (a tensor of their shape in another
+            // layout is a relayout, which the whole reference takes), read in one view only.
+            if (sp.streamed_inputs.count(k) || t.info.size == sp.common.size ||
+                t.info.size.size() != sp.common.size.size())
+              return std::nullopt;
             for (size_t d = 0; d < t.info.size.size(); ++d)
               if (t.info.size[d] != 1 && t.info.size[d] != sp.common.size[d]) return std::nullopt;
-            if (auto [it, fresh] = sp.bcast_inputs.emplace(k, t.info); !fresh && it->second.size != t.info.size)
+            if (auto [it, fresh] = sp.bcast_inputs.emplace(k, t.info);
+                !fresh && !(it->second.size == t.info.size && it->second.layout == t.info.layout))
               return std::nullopt;
           }
           read.emplace_back(t.info.base, t.info.image_bytes);
@@ -1029,13 +1043,7 @@ std::optional<StreamedCheck> check_streamed(const std::vector<bundle::ResolvedEx
     Bcast b;
     b.t = flat(info.format, info.numel());
     b.t.v = read_tensor_f64(mem, info);
-    if (info.numel() != 1) {
-      std::vector<int64_t> st = fmt::contiguous_strides(info.size);
-      for (size_t d = 0; d < st.size(); ++d)
-        if (info.size[d] == 1) st[d] = 0;
-      b.step = fmt::stride_map(c.layout, c.size, st);
-      for (auto& x : b.step) x = std::max<int64_t>(x, 0);  // -1: a dim of one unit
-    }
+    if (info.numel() != 1) b.step = detail::broadcast_steps(c.layout, c.size, info.size);
     bc.emplace(k, std::move(b));
   }
   // Each half of the images (split at a chunk boundary, whatever the machine) runs on a thread
@@ -1138,9 +1146,14 @@ std::optional<StreamedCheck> check_streamed(const std::vector<bundle::ResolvedEx
         p.error = std::current_exception();
       }
     };
-    std::thread second(guarded, std::ref(parts[1]));
+    std::thread second;
+    try {
+      second = std::thread(guarded, std::ref(parts[1]));
+    } catch (const std::system_error&) {
+      guarded(parts[1]);  // no thread to be had: both halves here, the same figures
+    }
     guarded(parts[0]);
-    second.join();
+    if (second.joinable()) second.join();
     for (const Part& p : parts)
       if (p.error) std::rethrow_exception(p.error);
   };
@@ -1161,14 +1174,7 @@ std::optional<StreamedCheck> check_streamed(const std::vector<bundle::ResolvedEx
   for (const auto& [k, key] : sp.outputs) {
     if (start.count(k)) {
       CompareAcc all = start[k];
-      for (const Part& p : parts) {
-        const CompareAcc& a = p.acc.at(k);
-        all.ok = all.ok && a.ok;
-        all.c.compared += a.c.compared;
-        all.c.max_abs = std::max(all.c.max_abs, a.c.max_abs);
-        all.c.max_rel = std::max(all.c.max_rel, a.c.max_rel);
-        all.c.norm_err = std::max(all.c.norm_err, a.c.norm_err);
-      }
+      for (const Part& p : parts) all.merge(p.acc.at(k));
       res.outputs[k] = all.finish();
     } else {
       std::string why = "not computed";
