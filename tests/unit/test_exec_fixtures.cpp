@@ -282,6 +282,29 @@ std::vector<fs::path> fixture_dirs() {
 }
 
 
+const fs::path k_sweep = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep";
+
+// The fixtures (fixture_dirs) of at most 2M elements per SDSC and at most `max_macs` MAC: the
+// larger ones add minutes to a test that runs each several times and no kind of execution.
+std::vector<fs::path> small_fixture_dirs(uint64_t max_macs) {
+  std::vector<fs::path> dirs;
+  for (const auto& dir : fixture_dirs()) {
+    const Work w = fixture_work(bundle::load_bundle(dir));
+    if (w.elements <= (1u << 21) && w.macs <= max_macs) dirs.push_back(dir);
+  }
+  return dirs;
+}
+
+// Kernel input `kt`'s random values (seed 3), or with `extreme` the same scaled by 1e12 with
+// every 97th value NaN and every 89th infinite: overflow, saturation and NaN codes through every op.
+std::vector<float> test_inputs(const exec::KernelTensor& kt, bool extreme) {
+  auto v = exec::random_values(3 + kt.offset, kt.arg_index, size_t(kt.info.numel()));
+  if (extreme)
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = i % 97 == 5 ? NAN : i % 89 == 7 ? (i % 2 ? INFINITY : -INFINITY) : v[i] * 1e12f;
+  return v;
+}
+
 // A spyrecli kernel from the shared data, assembled into a temp directory.
 struct SharedBundle {
   testing::TempDir tmp;
@@ -662,14 +685,8 @@ TEST_CASE("exec: an elementwise execution streamed chunk by chunk writes the sam
   // device bytes and the run's counts must agree. Two input sets: uniform [-1, 1), and the same
   // scaled by 1e12 with every 97th value NaN and every 89th infinite (overflow, saturation and
   // NaN codes through every op).
-  const fs::path sweep = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep";
-  std::vector<fs::path> dirs;
-  // The fixtures of at most 2M elements per SDSC and 1 GMAC (twice four runs of each: the
-  // larger ones add minutes and no kind of execution).
-  for (const auto& dir : fixture_dirs()) {
-    const Work w = fixture_work(bundle::load_bundle(dir));
-    if (w.elements <= (1u << 21) && w.macs <= (1u << 30)) dirs.push_back(dir);
-  }
+  const fs::path& sweep = k_sweep;
+  std::vector<fs::path> dirs = small_fixture_dirs(1u << 30);  // twice four runs of each
   for (const char* name : {"add3_2048x1024_c32_lx", "add3_2048x1024_c32_hbm", "add6_2048x1024_c32_hbm",
                            "add_indep2_2048x1024_c32", "bcast_64x2048_c32", "bcastcol_64x2048_c32",
                            "captured/add_64x16384_c32", "captured/copy_128x2048_c32",
@@ -693,10 +710,7 @@ TEST_CASE("exec: an elementwise execution streamed chunk by chunk writes the sam
       exec::SparseMemory mem[2];
       for (const auto& kt : kts) {
         if (!kt.read_first) continue;
-        auto v = exec::random_values(3 + kt.offset, kt.arg_index, size_t(kt.info.numel()));
-        if (extreme)
-          for (size_t i = 0; i < v.size(); ++i)
-            v[i] = i % 97 == 5 ? NAN : i % 89 == 7 ? (i % 2 ? INFINITY : -INFINITY) : v[i] * 1e12f;
+        const auto v = test_inputs(kt, extreme != 0);
         for (auto& m : mem) exec::write_tensor(m, kt.info, v);
       }
       exec::ExecStats st[2];
@@ -741,12 +755,8 @@ TEST_CASE("reference: the streamed check gives the whole check's figures, and ca
   // tolerance, roundings and verdict for every output; the floor's rms is summed in another
   // order, so the normalised error agrees to rounding. On uniform inputs and on inputs scaled by
   // 1e12 with NaN and infinities; then with one output element changed after the run.
-  const fs::path sweep = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep";
-  std::vector<fs::path> dirs;
-  for (const auto& dir : fixture_dirs()) {
-    const Work w = fixture_work(bundle::load_bundle(dir));
-    if (w.elements <= (1u << 21) && w.macs == 0) dirs.push_back(dir);
-  }
+  const fs::path& sweep = k_sweep;
+  std::vector<fs::path> dirs = small_fixture_dirs(0);
   // Chains through LX and through HBM, two independent adds, row, column and one-element
   // broadcasts: each must qualify.
   const std::vector<std::string> must = {"add3_2048x1024_c32_lx", "add6_2048x1024_c32_hbm", "add_indep2_2048x1024_c32",
@@ -780,11 +790,7 @@ TEST_CASE("reference: the streamed check gives the whole check's figures, and ca
       exec::SparseMemory mem;
       for (const auto& kt : kts) {
         if (!kt.read_first) continue;
-        auto v = exec::random_values(3 + kt.offset, kt.arg_index, size_t(kt.info.numel()));
-        if (variant == 1)
-          for (size_t i = 0; i < v.size(); ++i)
-            v[i] = i % 97 == 5 ? NAN : i % 89 == 7 ? (i % 2 ? INFINITY : -INFINITY) : v[i] * 1e12f;
-        exec::write_tensor(mem, kt.info, v);
+        exec::write_tensor(mem, kt.info, test_inputs(kt, variant == 1));
       }
       const exec::RefResult ref = exec::reference(plan, kts, mem);
       exec::run(lb, plan, mem);
@@ -963,7 +969,7 @@ TEST_CASE("exec: random inputs written a chunk of the image at a time equal writ
   // exec::write_random_tensor against write_tensor(random_values(...)) on every kernel input of
   // the fixtures (row, column and one-element broadcasts, padded and unpadded; all DL16): the
   // same image bytes.
-  const fs::path sweep = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep";
+  const fs::path& sweep = k_sweep;
   std::vector<fs::path> dirs = fixture_dirs();
   for (const char* name : {"bcast_64x2048_c32", "bcastcol_64x2048_c32", "captured/copy_128x2048_c32",
                            "captured/transpose_512x1024_c32"})
