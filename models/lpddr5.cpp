@@ -530,27 +530,29 @@ double Lpddr5::refresh_wait_ps(uint64_t spread) const {
   if (m_t.t_rfc <= 0 || m_t.t_refi <= 0 || spread == 0 || nch == 0) return 0;
   spread = std::min<uint64_t>(spread, nch);
   if (m_refresh_wait.size() != nch + 1) m_refresh_wait.assign(nch + 1, -1.0);
-  double& memo = m_refresh_wait[spread];
-  if (memo >= 0) return memo;
+  if (m_refresh_wait[spread] >= 0) return m_refresh_wait[spread];
   // Averaged over ready times across 32 refresh intervals (128 per interval, at their middles)
-  // and over which channel the request starts on.
+  // and over which channel the request starts on. A request over k channels waits for the
+  // latest of them, the running maximum over k: one pass gives every spread.
   constexpr int kIntervals = 32, kPerInterval = 128;
   constexpr int kSteps = kIntervals * kPerInterval;
-  std::vector<double> before(nch);  // each channel's refresh time in the bin
-  double sum = 0;
+  std::vector<double> before(2 * nch);  // each channel's refresh time in the bin, twice over
+  std::vector<double> sum(nch + 1, 0.0);
   for (int i = 0; i < kSteps; ++i) {
     const double t = (i + 0.5) * m_t.t_refi / kPerInterval;
     const auto index = static_cast<int64_t>(std::floor(t / m_t.bin));
     const double lo = static_cast<double>(index) * m_t.bin;
-    for (uint64_t c = 0; c < nch; ++c) before[c] = m_t.bin - window_capacity(m_channels[c], index);
+    for (uint64_t c = 0; c < nch; ++c) before[c] = before[c + nch] = m_t.bin - window_capacity(m_channels[c], index);
     for (uint64_t c0 = 0; c0 < nch; ++c0) {
       double wait = 0;
-      for (uint64_t k = 0; k < spread; ++k) wait = std::max(wait, lo + before[(c0 + k) % nch] - t);
-      sum += wait;
+      for (uint64_t k = 0; k < nch; ++k) {
+        wait = std::max(wait, lo + before[c0 + k] - t);
+        sum[k + 1] += wait;
+      }
     }
   }
-  memo = sum / (static_cast<double>(kSteps) * static_cast<double>(nch));
-  return memo;
+  for (uint64_t k = 1; k <= nch; ++k) m_refresh_wait[k] = sum[k] / (static_cast<double>(kSteps) * static_cast<double>(nch));
+  return m_refresh_wait[spread];
 }
 
 void Lpddr5::prune_calendars() {
@@ -624,6 +626,21 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     m_mix[0] *= decay;
     m_mix[1] *= decay;
     m_mix_t = t_arrive;
+  }
+  // A read with an identical stream in flight (another core's, issued within coalesce_window)
+  // is delivered with it: it reaches no bank, so it neither opens nor closes a row and adds
+  // nothing to the device's read/write mix (as access() serves a coalesced request).
+  uint64_t key = (addr * 1315423911ull) ^ (bytes * 2654435761ull) ^ (run << 7) ^ stride;
+  if (x.outer)
+    for (const DmaLevel& l : *x.outer) key = key * 31 + l.count * 7919 + l.stride;
+  if (m_t.coalesce_window > 0) {
+    if (is_write) {
+      m_flow_recent.erase(key);
+    } else if (FlowRecent* it = m_flow_recent.find(key);
+               it && it->addr == addr && it->bytes == bytes && it->run == run && it->stride == stride &&
+               std::abs(t_arrive - it->issued) <= m_t.coalesce_window && other_requester(it->src, requester(&x))) {
+      return coalesced_stream(x, *it, bytes, req, requests, t_arrive);
+    }
   }
   m_mix[is_write ? 1 : 0] += static_cast<double>(bytes);  // about the bytes of the last mix_window
   const uint32_t il_sh = m_il_shift, nch_sh = m_nch_shift, rb_sh = m_row_shift;
@@ -783,27 +800,8 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   // The first data needs the command and, for a new row, the activate.
   const double ready = t + (is_write ? m_t.t_wl : m_t.t_rl) + (misses ? m_t.t_rcd : 0.0);
   const double rate_bus = rate_bytes * need / static_cast<double>(std::max<uint64_t>(bytes, 1));
-  uint64_t key = (addr * 1315423911ull) ^ (bytes * 2654435761ull) ^ (run << 7) ^ stride;
-  if (x.outer)
-    for (const DmaLevel& l : *x.outer) key = key * 31 + l.count * 7919 + l.stride;
   double finish = 0;
-  bool served = false;
-  if (m_t.coalesce_window > 0) {
-    if (is_write) {
-      m_flow_recent.erase(key);
-    } else if (FlowRecent* it = m_flow_recent.find(key);
-               it && it->addr == addr && it->bytes == bytes && it->run == run && it->stride == stride &&
-               std::abs(t - it->issued) <= m_t.coalesce_window && other_requester(it->src, requester(&x))) {
-      // Read with an identical stream in flight: delivered with it, at this requester's pace (not
-      // across a port it has crossed; across this requester's own port once, as access() does).
-      finish = std::max(it->done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
-      copy_across(port_of(&x), it->ports, bytes, t, rate_bytes * m_port_ps_per_byte, finish);
-      ++m_coalesced;
-      m_bytes_coalesced += static_cast<double>(bytes);
-      served = true;
-    }
-  }
-  if (!served) {
+  {
     // The stream also crosses its port; it is done when both have carried it. (Slowing its bus
     // share to the port's pace instead spreads every stream thin over the bus calendar and
     // serialises them: all 32 cores' amax took 182 us behind one 170 GB/s port, against 128 us
@@ -830,6 +828,33 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   VSPYRE_DEBUG(g_dbg, t_ps, "stream %s 0x%llx %llu B (run %llu) -> done %.1f ns", is_write ? "wr" : "rd",
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes),
                static_cast<unsigned long long>(run), finish / 1e3);
+  return finish;
+}
+
+double Lpddr5::coalesced_stream(const TransferExt& x, FlowRecent& leader, uint64_t bytes, uint64_t req, uint64_t requests,
+                                 double t) {
+  // The requester still takes its data at its own pace: `outstanding` requests per round trip,
+  // here a row hit's on an idle device (its requests wait on the leader's reads, which paid the
+  // misses and the load), no faster than its issue interval, one run at a time when serial. It
+  // is done no earlier than the leader, and its copy crosses this requester's port unless the
+  // data already crossed it (as access() does request by request).
+  const double lat = request_latency_ps(req, false, 0.0);
+  double rate_bytes = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat;
+  const uint64_t run = x.run_bytes ? x.run_bytes : x.stream_bytes;
+  if (x.serial_runs && run > kStickBytes && bytes > run) {
+    const double window = static_cast<double>(x.outstanding) * static_cast<double>(req);
+    rate_bytes = static_cast<double>(run) / (lat * std::ceil(static_cast<double>(run) / window));
+  }
+  if (x.issue_ps > 0) rate_bytes = std::min(rate_bytes, static_cast<double>(req) / x.issue_ps);
+  const double ready = t + m_t.t_rl;
+  double finish = std::max(leader.done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
+  copy_across(port_of(&x), leader.ports, bytes, t, rate_bytes * m_port_ps_per_byte, finish);
+  ++m_coalesced;
+  m_bytes_coalesced += static_cast<double>(bytes);
+  m_reads += static_cast<double>(requests);
+  m_last_done.max_with(finish);
+  VSPYRE_DEBUG(g_dbg, t - m_t.t_frontend, "stream rd 0x%llx %llu B coalesced -> done %.1f ns",
+               static_cast<unsigned long long>(leader.addr), static_cast<unsigned long long>(bytes), finish / 1e3);
   return finish;
 }
 

@@ -205,6 +205,8 @@ class Lpddr5 : public Component {
   // Kept for history + coalesce_window of issue times (RecentTable): older reads cannot coalesce
   // with any read the calendars (which forget bins older than history) still place.
   RecentTable<FlowRecent> m_flow_recent;
+  // A read stream served with `leader`, an identical one in flight (stream()).
+  double coalesced_stream(const TransferExt& x, FlowRecent& leader, uint64_t bytes, uint64_t req, uint64_t requests, double t);
   TraceWriter::TrackId m_flow_track = 0;
   double m_mix[2] = {0, 0};  // recent read and write traffic (EWMA), flow model
   double m_mix_t = 0;

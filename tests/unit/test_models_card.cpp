@@ -234,6 +234,40 @@ TEST_CASE("models: a coalesced read crosses each requester's memory port once", 
   CHECK(p1.get("bytes_read") == Approx(4096 + 65536));
 }
 
+TEST_CASE("models: a coalesced read stream reaches no bank: it neither opens nor closes a row", "[models]") {
+  // Core 0 reads X, core 2 then reads Y, in other rows of the same banks (closing X's). Core 1's
+  // read of X rides with core 0's: it must leave Y's rows open, so that core 3's read of Y (a
+  // shorter stream, which does not coalesce with core 2's) finds every row open. As access()
+  // serves a coalesced request, without touching a bank.
+  // Rows served strictly in arrival order, and bank = row-address bits without the XOR, so that
+  // X and Y (17 rows further on every bank) share their banks.
+  auto sim = make_card("configs/spyre.yaml", {"card.memory.refresh=windows", "card.memory.reorder_rows=1",
+                                               "card.memory.bank_xor=false"});
+  Lpddr5& mem = sim->top_as<Card>().memory();
+  const auto& t = mem.timing();
+  TransferExt a, b, c, d;
+  a.src = static_cast<CoreId>(0);
+  b.src = static_cast<CoreId>(1);
+  c.src = static_cast<CoreId>(2);
+  d.src = static_cast<CoreId>(3);
+  as_streams({&a, &b, &c, &d});
+  d.stream_bytes = 32 * 1024;
+  const uint64_t x = 8 << 20, y = x + uint64_t(t.row_bytes) * t.banks * t.channels * 17;
+  const double t0 = 2e6;
+  mem.stream(a, x, false, t0);
+  mem.stream(c, y, false, t0 + 50e3);
+  const double misses = mem.stats().get("row_misses"), hits = mem.stats().get("row_hits");
+  REQUIRE(misses > 0);
+  mem.stream(b, x, false, t0 + 100e3);
+  CHECK(mem.stats().get("coalesced_reads") == Approx(1));
+  CHECK(mem.stats().get("row_misses") == misses);  // no row checked, none opened
+  CHECK(mem.stats().get("row_hits") == hits);
+  mem.stream(d, y, false, t0 + 150e3);
+  CHECK(mem.stats().get("coalesced_reads") == Approx(1));
+  CHECK(mem.stats().get("row_misses") == misses);  // Y's rows are still open
+  CHECK(mem.stats().get("row_hits") > hits);
+}
+
 TEST_CASE("models: LPDDR5 is sparse: written pages only, unwritten memory reads zero", "[models]") {
   auto sim = make_card();
   Lpddr5& mem = sim->top_as<Card>().memory();
