@@ -1,11 +1,15 @@
 #include "sim/bundle/bundle.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <thread>
 
 namespace vspyre::bundle {
 namespace {
@@ -44,6 +48,52 @@ void check_symbols(const LoadedBundle& lb) {
   });
 }
 
+// The bundle's SDSC files, each once, in the order sdsc_execute first names them; `load(e)`
+// reads and parses the file `e` names. A bundle of a few dozen SDSCs (a captured attention
+// kernel: 52 files, 1.7 MB of JSON) spends most of its load time parsing JSON, and the files are
+// independent, so large sets are parsed on several threads. The result does not depend on them:
+// the SDSCs go into the bundle in the same order, and when files fail, the first in that order
+// gives the error, as a load one file at a time would (later files are parsed all the same).
+void load_sdscs(LoadedBundle& lb, const std::function<Sdsc(const Execute&)>& load, uint64_t total_bytes) {
+  std::vector<const Execute*> files;
+  std::set<std::string> seen;
+  for_each_execute(lb.bundle.steps, [&](const Execute& e) {
+    if (seen.insert(e.sdsc_file).second) files.push_back(&e);
+  });
+  std::vector<std::optional<Sdsc>> parsed(files.size());
+  std::vector<std::exception_ptr> failed(files.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+      try {
+        parsed[i].emplace(load(*files[i]));
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    }
+  };
+  // Threads only pay off on a few hundred KiB of JSON; small bundles (and the fuzzer's inputs)
+  // load on the calling thread.
+  constexpr uint64_t kParallelBytes = 256 << 10;
+  const size_t want = total_bytes < kParallelBytes || files.size() < 4
+                          ? 1
+                          : std::min<size_t>({files.size(), std::max(1u, std::thread::hardware_concurrency()), 8});
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < want; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the rest run here
+    }
+  }
+  work();
+  for (std::thread& h : helpers) h.join();
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (failed[i]) std::rethrow_exception(failed[i]);
+    lb.sdscs.emplace(files[i]->sdsc_file, std::move(*parsed[i]));
+  }
+}
+
 }  // namespace
 
 const Sdsc& LoadedBundle::sdsc(const std::string& file) const {
@@ -73,13 +123,14 @@ LoadedBundle load_bundle_from_memory(std::string_view mlir_text, std::string_vie
                                      const CardLimits& limits) {
   LoadedBundle lb;
   lb.bundle = parse_bundle_mlir(mlir_text, mlir_name);
-  for_each_execute(lb.bundle.steps, [&](const Execute& e) {
-    if (lb.sdscs.count(e.sdsc_file)) return;
+  uint64_t total = 0;
+  for (const auto& [_, text] : sdsc_texts) total += text.size();
+  load_sdscs(lb, [&](const Execute& e) {
     auto it = sdsc_texts.find(e.sdsc_file);
     if (it == sdsc_texts.end())
       throw LoadError(at_line(lb.bundle, e.line) + ": sdsc file " + quote(e.sdsc_file) + " not found");
-    lb.sdscs.emplace(e.sdsc_file, parse_sdsc_json(it->second, e.sdsc_file, limits));
-  });
+    return parse_sdsc_json(it->second, e.sdsc_file, limits);
+  }, total);
   check_symbols(lb);
   return lb;
 }
@@ -92,14 +143,22 @@ LoadedBundle load_bundle(const std::filesystem::path& path, const CardLimits& li
   LoadedBundle lb;
   lb.dir = mlir.parent_path();
   lb.bundle = parse_bundle_mlir(text, name);
+  // The SDSC files' total size (those that exist; a missing one fails when its turn comes).
+  uint64_t total = 0;
+  std::set<std::string> sized;
   for_each_execute(lb.bundle.steps, [&](const Execute& e) {
-    if (lb.sdscs.count(e.sdsc_file)) return;
+    if (!sized.insert(e.sdsc_file).second) return;
+    const auto n = std::filesystem::file_size(lb.dir / e.sdsc_file, ec);
+    if (!ec) total += n;
+  });
+  load_sdscs(lb, [&](const Execute& e) {
+    std::error_code fec;
     std::filesystem::path p = lb.dir / e.sdsc_file;
-    if (!std::filesystem::is_regular_file(p, ec))
+    if (!std::filesystem::is_regular_file(p, fec))
       throw LoadError(at_line(lb.bundle, e.line) + ": sdsc file " + quote(e.sdsc_file) +
                       " not found next to the bundle");
-    lb.sdscs.emplace(e.sdsc_file, parse_sdsc_json(read_text_file(p, e.sdsc_file), e.sdsc_file, limits));
-  });
+    return parse_sdsc_json(read_text_file(p, e.sdsc_file), e.sdsc_file, limits);
+  }, total);
   check_symbols(lb);
   return lb;
 }

@@ -1,5 +1,6 @@
 #include "catch.h"
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -190,4 +191,49 @@ TEST_CASE("bundle: in-memory loading matches the directory loader", "[bundle]") 
   } catch (const LoadError& e) {
     CHECK(std::string(e.what()).find("sdsc file 'sdsc_2.json' not found") != std::string::npos);
   }
+}
+
+TEST_CASE("bundle: many SDSCs load on several threads as one at a time, and the first bad file in execution order names the error", "[bundle]") {
+  // The captured attention kernel: 52 SDSC files, 1.7 MB of JSON, over the size at which the
+  // loader parses on several threads.
+  const fs::path src = fs::path(VSPYRE_SOURCE_DIR) / "tests/fixtures/captured/flash_attention_8x256x64_c32";
+  const std::string mlir = read_text_file(src / "bundle.mlir", "bundle.mlir");
+  std::vector<std::string> order;  // the SDSC files in the order sdsc_execute first names them
+  for (size_t at = 0; (at = mlir.find("sdsc_filename=\"", at)) != std::string::npos;) {
+    at += 15;
+    const std::string f = mlir.substr(at, mlir.find('"', at) - at);
+    if (std::find(order.begin(), order.end(), f) == order.end()) order.push_back(f);
+  }
+  REQUIRE(order.size() == 52);
+  uint64_t bytes = 0;
+  for (const auto& f : order) bytes += fs::file_size(src / f);
+  REQUIRE(bytes > (256u << 10));
+  const LoadedBundle lb = load_bundle(src);
+  REQUIRE(lb.sdscs.size() == order.size());
+  for (const auto& f : order) {
+    const Sdsc one = parse_sdsc_json(read_text_file(src / f, f), f, CardLimits{});
+    const Sdsc& got = lb.sdsc(f);
+    CHECK(got.raw == one.raw);
+    CHECK(got.key == one.key);
+    CHECK(got.index == one.index);
+    CHECK(got.allocations.size() == one.allocations.size());
+  }
+  // Two bad files: the one named first wins, whichever thread reaches it first.
+  const fs::path dir = fs::temp_directory_path() / ("vspyre_many_sdscs_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(src, dir);
+  auto truncate = [&](const std::string& f) {
+    const std::string text = read_text_file(dir / f, f);
+    std::ofstream(dir / f, std::ios::binary | std::ios::trunc) << text.substr(0, text.size() / 2);
+  };
+  truncate(order[40]);
+  truncate(order[3]);
+  for (int rep = 0; rep < 10; ++rep) {
+    const std::string err = load_error(dir);
+    CHECK(err.rfind(order[3] + ": /: invalid JSON", 0) == 0);
+  }
+  fs::remove(dir / order[3]);  // now missing: still the first failure in order
+  const std::string missing = load_error(dir);
+  CHECK(missing.find("sdsc file '" + order[3] + "' not found") != std::string::npos);
+  fs::remove_all(dir);
 }
