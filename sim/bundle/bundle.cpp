@@ -53,7 +53,8 @@ void check_symbols(const LoadedBundle& lb) {
 // kernel: 52 files, 1.7 MB of JSON) spends most of its load time parsing JSON, and the files are
 // independent, so large sets are parsed on several threads. The result does not depend on them:
 // the SDSCs go into the bundle in the same order, and when files fail, the first in that order
-// gives the error, as a load one file at a time would (later files are parsed all the same).
+// gives the error, as a load one file at a time would (files after a failed one are skipped
+// once it has failed; those before it are all parsed).
 void load_sdscs(LoadedBundle& lb, const std::function<Sdsc(const Execute&)>& load, uint64_t total_bytes) {
   std::vector<const Execute*> files;
   std::set<std::string> seen;
@@ -62,13 +63,16 @@ void load_sdscs(LoadedBundle& lb, const std::function<Sdsc(const Execute&)>& loa
   });
   std::vector<std::optional<Sdsc>> parsed(files.size());
   std::vector<std::exception_ptr> failed(files.size());
-  std::atomic<size_t> next{0};
+  std::atomic<size_t> next{0}, first_failed{files.size()};
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+      if (i > first_failed.load()) continue;  // an earlier file has failed: this one cannot matter
       try {
         parsed[i].emplace(load(*files[i]));
       } catch (...) {
         failed[i] = std::current_exception();
+        for (size_t f = first_failed.load(); i < f && !first_failed.compare_exchange_weak(f, i);) {
+        }
       }
     }
   };
