@@ -776,13 +776,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   const double own = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat0;
   const double rho = std::min(0.9, load_bytes_at(t_arrive) / (m_t.bin * bus) + own / bus);
   const double lat = lat0 + refresh_wait_ps(channels_spanned(req)) * rho / (1.0 - rho);
-  double rate_bytes = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat;
-  if (x.serial_runs && run > kStickBytes && runs > 1) {
-    // dma.run_order serial: one run in flight, each taking a round trip per window of requests.
-    const double window = static_cast<double>(x.outstanding) * static_cast<double>(req);
-    rate_bytes = static_cast<double>(run) / (lat * std::ceil(static_cast<double>(run) / window));
-  }
-  if (x.issue_ps > 0) rate_bytes = std::min(rate_bytes, static_cast<double>(req) / x.issue_ps);
+  double rate_bytes = requester_rate(x, req, run, runs > 1, lat);
   // And no faster than its busiest channel carries its share (data plus exposed misses): a stick
   // column at a multiple of the channel stripe (interleave x channels) is all on one channel, as
   // the request model finds it request by request.
@@ -800,28 +794,25 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   // The first data needs the command and, for a new row, the activate.
   const double ready = t + (is_write ? m_t.t_wl : m_t.t_rl) + (misses ? m_t.t_rcd : 0.0);
   const double rate_bus = rate_bytes * need / static_cast<double>(std::max<uint64_t>(bytes, 1));
-  double finish = 0;
-  {
-    // The stream also crosses its port; it is done when both have carried it. (Slowing its bus
-    // share to the port's pace instead spreads every stream thin over the bus calendar and
-    // serialises them: all 32 cores' amax took 182 us behind one 170 GB/s port, against 128 us
-    // without a port and 131 us as here.)
-    prune_calendars();
-    double port_end = 0;
-    Port* const port = port_of(&x);
-    if (port) port_end = cross_port(*port, is_write, bytes, t, rate_bytes * m_port_ps_per_byte);
-    const double end = std::max(m_flow->place(ready, need, rate_bus), port_end);
-    add_load(ready, end, static_cast<double>(bytes));
-    finish = end + m_t.t_frontend;
-    m_row_misses += n_miss;
-    m_row_hits += std::max(0.0, n_pieces - n_miss);
-    for (Channel& ch : m_channels) *(is_write ? ch.bytes_written : ch.bytes_read) += static_cast<double>(bytes) / static_cast<double>(nch);
-    (is_write ? m_bytes_written : m_bytes_read) += static_cast<double>(bytes);
-    if (tracing()) trace()->complete(m_flow_track, is_write ? "wr" : "rd", ready, end - ready);
-    if (!is_write && m_t.coalesce_window > 0) {
-      m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x), port_bit(port)}, t,
-                                     m_t.history + m_t.coalesce_window, 65536);
-    }
+  // The stream also crosses its port; it is done when both have carried it. (Slowing its bus
+  // share to the port's pace instead spreads every stream thin over the bus calendar and
+  // serialises them: all 32 cores' amax took 182 us behind one 170 GB/s port, against 128 us
+  // without a port and 131 us as here.)
+  prune_calendars();
+  double port_end = 0;
+  Port* const port = port_of(&x);
+  if (port) port_end = cross_port(*port, is_write, bytes, t, rate_bytes * m_port_ps_per_byte);
+  const double end = std::max(m_flow->place(ready, need, rate_bus), port_end);
+  add_load(ready, end, static_cast<double>(bytes));
+  const double finish = end + m_t.t_frontend;
+  m_row_misses += n_miss;
+  m_row_hits += std::max(0.0, n_pieces - n_miss);
+  for (Channel& ch : m_channels) *(is_write ? ch.bytes_written : ch.bytes_read) += static_cast<double>(bytes) / static_cast<double>(nch);
+  (is_write ? m_bytes_written : m_bytes_read) += static_cast<double>(bytes);
+  if (tracing()) trace()->complete(m_flow_track, is_write ? "wr" : "rd", ready, end - ready);
+  if (!is_write && m_t.coalesce_window > 0) {
+    m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x), port_bit(port)}, t,
+                                   m_t.history + m_t.coalesce_window, 65536);
   }
   (is_write ? m_writes : m_reads) += static_cast<double>(requests);
   m_last_done.max_with(finish);
@@ -831,6 +822,17 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   return finish;
 }
 
+double Lpddr5::requester_rate(const TransferExt& x, uint64_t req, uint64_t run, bool several_runs, double lat) const {
+  double rate = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat;
+  if (x.serial_runs && run > kStickBytes && several_runs) {
+    // dma.run_order serial: one run in flight, each taking a round trip per window of requests.
+    const double window = static_cast<double>(x.outstanding) * static_cast<double>(req);
+    rate = static_cast<double>(run) / (lat * std::ceil(static_cast<double>(run) / window));
+  }
+  if (x.issue_ps > 0) rate = std::min(rate, static_cast<double>(req) / x.issue_ps);
+  return rate;
+}
+
 double Lpddr5::coalesced_stream(const TransferExt& x, FlowRecent& leader, uint64_t bytes, uint64_t req, uint64_t requests,
                                  double t) {
   // The requester still takes its data at its own pace: `outstanding` requests per round trip,
@@ -838,14 +840,8 @@ double Lpddr5::coalesced_stream(const TransferExt& x, FlowRecent& leader, uint64
   // misses and the load), no faster than its issue interval, one run at a time when serial. It
   // is done no earlier than the leader, and its copy crosses this requester's port unless the
   // data already crossed it (as access() does request by request).
-  const double lat = request_latency_ps(req, false, 0.0);
-  double rate_bytes = static_cast<double>(x.outstanding) * static_cast<double>(req) / lat;
   const uint64_t run = x.run_bytes ? x.run_bytes : x.stream_bytes;
-  if (x.serial_runs && run > kStickBytes && bytes > run) {
-    const double window = static_cast<double>(x.outstanding) * static_cast<double>(req);
-    rate_bytes = static_cast<double>(run) / (lat * std::ceil(static_cast<double>(run) / window));
-  }
-  if (x.issue_ps > 0) rate_bytes = std::min(rate_bytes, static_cast<double>(req) / x.issue_ps);
+  const double rate_bytes = requester_rate(x, req, run, bytes > run, request_latency_ps(req, false, 0.0));
   const double ready = t + m_t.t_rl;
   double finish = std::max(leader.done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
   copy_across(port_of(&x), leader.ports, bytes, t, rate_bytes * m_port_ps_per_byte, finish);

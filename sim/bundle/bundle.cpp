@@ -49,17 +49,21 @@ void check_symbols(const LoadedBundle& lb) {
 }
 
 // The bundle's SDSC files, each once, in the order sdsc_execute first names them; `load(e)`
-// reads and parses the file `e` names. A bundle of a few dozen SDSCs (a captured attention
+// reads and parses the file `e` names, `size(e)` is its size in bytes (0 when unknown). A bundle of a few dozen SDSCs (a captured attention
 // kernel: 52 files, 1.7 MB of JSON) spends most of its load time parsing JSON, and the files are
 // independent, so large sets are parsed on several threads. The result does not depend on them:
 // the SDSCs go into the bundle in the same order, and when files fail, the first in that order
 // gives the error, as a load one file at a time would (files after a failed one are skipped
 // once it has failed; those before it are all parsed).
-void load_sdscs(LoadedBundle& lb, const std::function<Sdsc(const Execute&)>& load, uint64_t total_bytes) {
+void load_sdscs(LoadedBundle& lb, const std::function<Sdsc(const Execute&)>& load,
+                const std::function<uint64_t(const Execute&)>& size) {
   std::vector<const Execute*> files;
   std::set<std::string> seen;
+  uint64_t total_bytes = 0;
   for_each_execute(lb.bundle.steps, [&](const Execute& e) {
-    if (seen.insert(e.sdsc_file).second) files.push_back(&e);
+    if (!seen.insert(e.sdsc_file).second) return;
+    files.push_back(&e);
+    total_bytes += size(e);
   });
   std::vector<std::optional<Sdsc>> parsed(files.size());
   std::vector<std::exception_ptr> failed(files.size());
@@ -127,14 +131,18 @@ LoadedBundle load_bundle_from_memory(std::string_view mlir_text, std::string_vie
                                      const CardLimits& limits) {
   LoadedBundle lb;
   lb.bundle = parse_bundle_mlir(mlir_text, mlir_name);
-  uint64_t total = 0;
-  for (const auto& [_, text] : sdsc_texts) total += text.size();
-  load_sdscs(lb, [&](const Execute& e) {
-    auto it = sdsc_texts.find(e.sdsc_file);
-    if (it == sdsc_texts.end())
-      throw LoadError(at_line(lb.bundle, e.line) + ": sdsc file " + quote(e.sdsc_file) + " not found");
-    return parse_sdsc_json(it->second, e.sdsc_file, limits);
-  }, total);
+  load_sdscs(
+      lb,
+      [&](const Execute& e) {
+        auto it = sdsc_texts.find(e.sdsc_file);
+        if (it == sdsc_texts.end())
+          throw LoadError(at_line(lb.bundle, e.line) + ": sdsc file " + quote(e.sdsc_file) + " not found");
+        return parse_sdsc_json(it->second, e.sdsc_file, limits);
+      },
+      [&](const Execute& e) -> uint64_t {
+        auto it = sdsc_texts.find(e.sdsc_file);
+        return it == sdsc_texts.end() ? 0 : it->second.size();
+      });
   check_symbols(lb);
   return lb;
 }
@@ -147,22 +155,21 @@ LoadedBundle load_bundle(const std::filesystem::path& path, const CardLimits& li
   LoadedBundle lb;
   lb.dir = mlir.parent_path();
   lb.bundle = parse_bundle_mlir(text, name);
-  // The SDSC files' total size (those that exist; a missing one fails when its turn comes).
-  uint64_t total = 0;
-  std::set<std::string> sized;
-  for_each_execute(lb.bundle.steps, [&](const Execute& e) {
-    if (!sized.insert(e.sdsc_file).second) return;
-    const auto n = std::filesystem::file_size(lb.dir / e.sdsc_file, ec);
-    if (!ec) total += n;
-  });
-  load_sdscs(lb, [&](const Execute& e) {
-    std::error_code fec;
-    std::filesystem::path p = lb.dir / e.sdsc_file;
-    if (!std::filesystem::is_regular_file(p, fec))
-      throw LoadError(at_line(lb.bundle, e.line) + ": sdsc file " + quote(e.sdsc_file) +
-                      " not found next to the bundle");
-    return parse_sdsc_json(read_text_file(p, e.sdsc_file), e.sdsc_file, limits);
-  }, total);
+  load_sdscs(
+      lb,
+      [&](const Execute& e) {
+        std::error_code fec;
+        std::filesystem::path p = lb.dir / e.sdsc_file;
+        if (!std::filesystem::is_regular_file(p, fec))
+          throw LoadError(at_line(lb.bundle, e.line) + ": sdsc file " + quote(e.sdsc_file) +
+                          " not found next to the bundle");
+        return parse_sdsc_json(read_text_file(p, e.sdsc_file), e.sdsc_file, limits);
+      },
+      [&](const Execute& e) -> uint64_t {
+        std::error_code fec;  // a missing file counts 0 here and fails when its turn comes
+        const auto n = std::filesystem::file_size(lb.dir / e.sdsc_file, fec);
+        return fec ? 0 : n;
+      });
   check_symbols(lb);
   return lb;
 }
