@@ -84,7 +84,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                           "how long a bank's recent row stays in the scheduler's reach (see reorder_rows)");
   // Host speed only: the results are the same either way (a test checks it), false walks every
   // channel of every stream.
-  m_banks_uniform = p.get_bool("flow_shortcut", true,
+  m_banks_uniform = m_shortcut = p.get_bool("flow_shortcut", true,
                                {"flow DMA model: while every channel's banks hold the same state, a stream that "
                                 "covers whole interleave stripes walks channel 0 for all (host speed only; "
                                 "results identical)",
@@ -319,7 +319,8 @@ inline bool Lpddr5::row_hit(Bank& bank, int64_t row, double t) {
   const uint32_t k = m_t.reorder_rows;
   if (k <= 1) return hit;
   // The slot holding this row; else the first empty one (a refresh empties them all); else the
-  // least recently used (the row the scheduler no longer holds requests for).
+  // least recently used (the row the scheduler no longer holds requests for), of two used at the
+  // same time the lower row: which slot holds which row never matters (same_bank relies on it).
   for (uint32_t i = 0; i < k; ++i)
     if (bank.recent_row[i] == row) {
       hit = hit || t - bank.recent_t[i] <= m_t.reorder_window;
@@ -330,7 +331,8 @@ inline bool Lpddr5::row_hit(Bank& bank, int64_t row, double t) {
   for (uint32_t i = 0; i < k; ++i) {
     if (bank.recent_row[i] < 0) {
       if (empty == k) empty = i;
-    } else if (bank.recent_t[i] < bank.recent_t[slot]) {
+    } else if (bank.recent_t[i] < bank.recent_t[slot] ||
+               (bank.recent_t[i] == bank.recent_t[slot] && bank.recent_row[i] < bank.recent_row[slot])) {
       slot = i;
     }
   }
@@ -355,6 +357,31 @@ inline void Lpddr5::use_row(Bank& bank, int64_t row, bool hit, bool is_write) {
 void Lpddr5::split_banks() {
   for (size_t c = 1; c < m_channels.size(); ++c) m_channels[c].banks = m_channels[0].banks;
   m_banks_uniform = false;
+  m_merge_tick = 0;
+}
+
+bool Lpddr5::same_bank(const Bank& a, const Bank& b) const {
+  if (a.open_row != b.open_row || a.written != b.written || a.last_refresh_epoch != b.last_refresh_epoch) return false;
+  // Each used slot of a has its row in b at the same time, and both use as many slots.
+  const uint32_t k = m_t.reorder_rows;
+  uint32_t used_a = 0, used_b = 0;
+  for (uint32_t i = 0; i < k; ++i) used_b += b.recent_row[i] >= 0;
+  for (uint32_t i = 0; i < k; ++i) {
+    if (a.recent_row[i] < 0) continue;
+    ++used_a;
+    uint32_t j = 0;
+    while (j < k && b.recent_row[j] != a.recent_row[i]) ++j;
+    if (j == k || b.recent_t[j] != a.recent_t[i]) return false;
+  }
+  return used_a == used_b;
+}
+
+bool Lpddr5::channels_converged() const {
+  const std::vector<Bank>& ref = m_channels[0].banks;
+  for (size_t c = 1; c < m_channels.size(); ++c)
+    for (size_t b = 0; b < ref.size(); ++b)
+      if (!same_bank(m_channels[c].banks[b], ref[b])) return false;
+  return true;
 }
 
 double Lpddr5::channel_access(uint32_t c, uint64_t local, uint64_t bytes, bool is_write, double t) {
@@ -655,10 +682,15 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     return a0 % (il * nch) == 0 && len % (il * nch) == 0;
   };
   // The runs walked: the sampled ones, and the last one (walked to leave its rows open).
-  bool whole_stripes = m_banks_uniform;
-  for (uint64_t r = 0; whole_stripes && r < walked; ++r) whole_stripes = covers_whole_stripes(r);
-  if (whole_stripes && runs > walked) whole_stripes = covers_whole_stripes(runs - 1);
-  if (!whole_stripes && m_banks_uniform) split_banks();
+  bool stripes = m_shortcut;
+  for (uint64_t r = 0; stripes && r < walked; ++r) stripes = covers_whole_stripes(r);
+  if (stripes && runs > walked) stripes = covers_whole_stripes(runs - 1);
+  if (stripes && !m_banks_uniform && ++m_merge_tick >= kMergeEvery) {
+    m_merge_tick = 0;
+    m_banks_uniform = channels_converged();
+  }
+  const bool whole_stripes = stripes && m_banks_uniform;
+  if (!stripes && m_banks_uniform) split_banks();
   // One row-sized chunk of a run on `bank`: its hit or miss, counted when sampled; a miss's
   // exposed precharge + activate time is appended to channel c's list for this run.
   const uint64_t lanes = whole_stripes ? 1 : nch;  // channels walked (whole_stripes: channel 0 only)

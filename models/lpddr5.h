@@ -100,6 +100,9 @@ class Lpddr5 : public Component {
   void write_data(uint64_t addr, const uint8_t* src, uint64_t bytes);
   void read_data(uint64_t addr, uint8_t* dst, uint64_t bytes) const;
   uint64_t resident_bytes() const { return m_pages.size() * kPageBytes; }
+  // The flow model walks channel 0 for all (every channel's banks in the same state): host speed
+  // only, for tests.
+  bool banks_uniform() const { return m_banks_uniform; }
 
  private:
   static constexpr uint64_t kPageBytes = 64 * 1024;
@@ -121,9 +124,22 @@ class Lpddr5 : public Component {
   // While every channel's banks hold the same state, only channel 0's are kept (a stream whose
   // runs cover whole stripes of every channel walks channel 0 and counts it for all). The first
   // access that treats the channels unevenly gives each channel its own copy. (Config key
-  // flow_shortcut: false starts with a copy each.)
+  // flow_shortcut: false starts with a copy each.) Once split, the channels converge again under
+  // streams that cover whole stripes (each channel sees the same rows at the same times): every
+  // kMergeEvery such streams the banks are compared, and when every channel's state is channel 0's
+  // they are uniform again. Without it one odd stream (a matmul's stick column, a gather) made
+  // every later stream of a long-running card walk all channels: 16x the row walk.
   bool m_banks_uniform = true;
+  bool m_shortcut = true;     // flow_shortcut
+  uint32_t m_merge_tick = 0;  // whole-stripe streams since the last comparison
+  static constexpr uint32_t kMergeEvery = 16;
   void split_banks();
+  // Whether bank a behaves as bank b in every later access: the same open row, write state and
+  // refresh epoch, and the same recent rows at the same times in any slot order (row_hit does not
+  // depend on the order).
+  bool same_bank(const Bank& a, const Bank& b) const;
+  // Every channel's banks the same as channel 0's.
+  bool channels_converged() const;
   // stream(): one run's exposed miss times, per channel in address order, and their counts
   // (summed channel by channel so that the sum does not depend on the walk's order). Not needed
   // when every exposed time a miss can have is a whole number of ps (the default timings): sums

@@ -268,6 +268,97 @@ TEST_CASE("models: a coalesced read stream reaches no bank: it neither opens nor
   CHECK(mem.stats().get("row_hits") > hits);
 }
 
+TEST_CASE("models: the flow model's channels split by an odd stream become uniform again, as exact as walking each", "[models]") {
+  // A stick column (128 B runs 4 KiB apart: not whole stripes) gives each channel its own banks.
+  // Streams over whole stripes then show every channel the same rows at the same times, and once
+  // every channel's banks match channel 0's the memory walks channel 0 for all again. Each
+  // stream's finish and the row counts must be those of a card that walks every channel
+  // (flow_shortcut false), to the bit. A pseudo-random mix on four cores: 64 KiB to 1 MiB (a
+  // 1 MiB stream visits each bank twice at one time: a tie for the least recently used row),
+  // reads and writes, 50-800 ns apart (inside the scheduler's reorder window), over 32 MiB (rows
+  // are evicted from the banks' recent rows), and a column every 300 streams.
+  auto fast = make_card("configs/spyre_flow.yaml");
+  auto slow = make_card("configs/spyre_flow.yaml", {"card.memory.flow_shortcut=false"});
+  Lpddr5& a = fast->top_as<Card>().memory();
+  Lpddr5& b = slow->top_as<Card>().memory();
+  REQUIRE(a.banks_uniform());
+  REQUIRE_FALSE(b.banks_uniform());
+  TransferExt x[4];
+  for (int c = 0; c < 4; ++c) {
+    x[c].src = static_cast<CoreId>(c);
+    as_streams({&x[c]});
+  }
+  TransferExt column = x[0];
+  column.run_bytes = 128;
+  column.stride = 4096;
+  column.stream_bytes = 128 * 64;
+  uint64_t lcg = 12345;
+  auto next = [&](uint64_t n) {
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return (lcg >> 33) % n;
+  };
+  double t = 1e6;
+  int merges = 0, splits = 0;
+  for (int i = 0; i < 3000; ++i) {
+    INFO("stream " << i);
+    t += 50e3 + double(next(750)) * 1e3;
+    const bool was = a.banks_uniform();
+    if (i % 300 == 0) {
+      const uint64_t addr = (uint64_t(64) << 20) + next(1024) * 128;
+      REQUIRE(a.stream(column, addr, false, t) == b.stream(column, addr, false, t));
+    } else {
+      TransferExt& s = x[next(4)];
+      s.stream_bytes = uint64_t(64 * 1024) << next(5);
+      const uint64_t addr = (uint64_t(1) << 30) + next(512) * 64 * 1024;
+      const bool wr = next(3) == 0;
+      REQUIRE(a.stream(s, addr, wr, t) == b.stream(s, addr, wr, t));
+    }
+    merges += !was && a.banks_uniform();
+    splits += was && !a.banks_uniform();
+  }
+  CHECK(splits == 10);
+  CHECK(merges >= 9);
+  CHECK(a.stats().get("row_misses") == b.stats().get("row_misses"));
+  CHECK(a.stats().get("row_hits") == b.stats().get("row_hits"));
+  CHECK(a.stats().get("row_misses") > 0);
+}
+
+TEST_CASE("models: the flow model's channels stay split while one still holds a recent row the others lack", "[models]") {
+  // A column on channel 1 only (128 B runs one stripe of all channels apart), then 16 streams
+  // over whole stripes (1 MiB in all: every bank of every channel opens the same rows), all
+  // inside the scheduler's reorder window: the open rows now agree, but channel 1's banks still
+  // hold the column's rows among their recent ones. Reading the column again finds them there;
+  // a card that took channel 0's banks for all would miss. As walking every channel.
+  auto fast = make_card("configs/spyre_flow.yaml");
+  auto slow = make_card("configs/spyre_flow.yaml", {"card.memory.flow_shortcut=false"});
+  Lpddr5& a = fast->top_as<Card>().memory();
+  Lpddr5& b = slow->top_as<Card>().memory();
+  const auto& tm = a.timing();
+  TransferExt x;
+  x.src = static_cast<CoreId>(0);
+  as_streams({&x});
+  TransferExt column = x;
+  column.src = static_cast<CoreId>(1);
+  column.run_bytes = 128;
+  column.stride = uint64_t(tm.interleave) * tm.channels;
+  column.stream_bytes = 128 * 64;
+  const uint64_t col = (uint64_t(64) << 20) + tm.interleave;  // channel 1
+  double t = 1e6;
+  CHECK(a.stream(column, col, false, t) == b.stream(column, col, false, t));
+  REQUIRE_FALSE(a.banks_uniform());
+  for (int i = 0; i < 16; ++i) {
+    t += 20e3;
+    CHECK(a.stream(x, (uint64_t(1) << 30) + uint64_t(i) * 64 * 1024, false, t) ==
+          b.stream(x, (uint64_t(1) << 30) + uint64_t(i) * 64 * 1024, false, t));
+  }
+  CHECK_FALSE(a.banks_uniform());
+  const double misses = b.stats().get("row_misses");
+  t += 100e3;
+  CHECK(a.stream(column, col, false, t) == b.stream(column, col, false, t));
+  CHECK(b.stats().get("row_misses") == misses);  // the column's rows were still in reach
+  CHECK(a.stats().get("row_misses") == b.stats().get("row_misses"));
+}
+
 TEST_CASE("models: LPDDR5 is sparse: written pages only, unwritten memory reads zero", "[models]") {
   auto sim = make_card();
   Lpddr5& mem = sim->top_as<Card>().memory();
