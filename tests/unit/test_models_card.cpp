@@ -359,6 +359,55 @@ TEST_CASE("models: the flow model's channels stay split while one still holds a 
   CHECK(a.stats().get("row_misses") == b.stats().get("row_misses"));
 }
 
+TEST_CASE("models: a bank's least recently used row does not depend on which slot holds it", "[models]") {
+  // Rows used at the same time (a stream visits two rows of one bank at one time) tie for the
+  // least recently used; the lower row goes first, whatever slot holds it, or channels whose
+  // slots hold the same rows in another order would evict differently, and channel 0 could not
+  // stand for them once they merge. Bank index = block index mod banks (no XOR). A one-stick
+  // read puts row 0 of bank 0 in channel 1's slots only; s1 (rows 1, 2), s2 (3, 4) and s3 (5, 6)
+  // over whole stripes leave rows 3-6 in every channel, 3 and 4 tied, but in another slot order
+  // on channel 1 (row 0's slot was reused). Padding on bank 1 brings the 16th whole-stripe stream:
+  // the channels are compared and merge. Row 7 then evicts row 3 (the lower of the tie) on every
+  // channel, so reading row 3 again misses on every channel, as a card walking each finds.
+  const std::vector<std::string> p = {"card.memory.bank_xor=false", "card.memory.refresh=windows"};
+  auto fast = make_card("configs/spyre_flow.yaml", p);
+  auto pp = p;
+  pp.push_back("card.memory.flow_shortcut=false");
+  auto slow = make_card("configs/spyre_flow.yaml", pp);
+  Lpddr5& a = fast->top_as<Card>().memory();
+  Lpddr5& b = slow->top_as<Card>().memory();
+  const auto& tm = a.timing();
+  REQUIRE(tm.reorder_rows == 4);
+  const uint64_t block = uint64_t(tm.channels) * tm.row_bytes, banks = tm.banks;
+  TransferExt x;
+  x.src = static_cast<CoreId>(0);
+  as_streams({&x});
+  double t = 1e6;
+  auto both = [&](const TransferExt& s, uint64_t addr) {
+    t += 30e3;
+    const double fa = a.stream(s, addr, false, t), fb = b.stream(s, addr, false, t);
+    CHECK(fa == fb);
+  };
+  TransferExt stick = x;
+  stick.stream_bytes = 128;
+  both(stick, tm.interleave);  // channel 1, block 0: bank 0, row 0
+  REQUIRE_FALSE(a.banks_uniform());
+  TransferExt pair = x;  // rows r and r + 1 of bank 0, at one time
+  pair.stream_bytes = 2 * block;
+  pair.run_bytes = block;
+  pair.stride = banks * block;
+  for (uint64_t r : {1, 3, 5}) both(pair, r * banks * block);
+  TransferExt one = x;
+  one.stream_bytes = block;
+  for (uint64_t r = 1; r <= 13; ++r) both(one, (r * banks + 1) * block);  // bank 1
+  CHECK(a.banks_uniform());
+  both(one, 7 * banks * block);  // bank 0, row 7
+  const double misses = b.stats().get("row_misses");
+  both(one, 3 * banks * block);  // bank 0, row 3: evicted on every channel
+  CHECK(b.stats().get("row_misses") - misses == Approx(tm.channels));
+  CHECK(a.stats().get("row_misses") == b.stats().get("row_misses"));
+}
+
 TEST_CASE("models: LPDDR5 is sparse: written pages only, unwritten memory reads zero", "[models]") {
   auto sim = make_card();
   Lpddr5& mem = sim->top_as<Card>().memory();
