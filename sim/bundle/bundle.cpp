@@ -49,12 +49,13 @@ void check_symbols(const LoadedBundle& lb) {
 }
 
 // The bundle's SDSC files, each once, in the order sdsc_execute first names them; `load(e)`
-// reads and parses the file `e` names, `size(e)` is its size in bytes (0 when unknown). A bundle of a few dozen SDSCs (a captured attention
-// kernel: 52 files, 1.7 MB of JSON) spends most of its load time parsing JSON, and the files are
-// independent, so large sets are parsed on several threads. The result does not depend on them:
-// the SDSCs go into the bundle in the same order, and when files fail, the first in that order
-// gives the error, as a load one file at a time would (files after a failed one are skipped
-// once it has failed; those before it are all parsed).
+// reads and parses the file `e` names, `size(e)` is its size in bytes (0 when unknown). A
+// bundle of a few dozen SDSCs (a captured attention kernel: 52 files, 1.7 MB of JSON) spends
+// most of its load time parsing JSON, and the files are independent, so large sets are parsed
+// on several threads. The result does not depend on them: the SDSCs go into the bundle in the
+// same order, and when files fail, the first in that order gives the error, as a load one file
+// at a time would (files after a failed one are skipped once it has failed; those before it are
+// all parsed).
 void load_sdscs(LoadedBundle& lb, const std::function<Sdsc(const Execute&)>& load,
                 const std::function<uint64_t(const Execute&)>& size) {
   std::vector<const Execute*> files;
