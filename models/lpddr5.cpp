@@ -90,6 +90,10 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                                 "results identical)",
                                 Provenance::Derived});
   m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
+  m_t.channel_xor = p.get_bool("channel_xor", false,
+                               {"XOR higher address bits into the channel index (within each aligned group of "
+                                "channel stripes)",
+                                Provenance::Estimate});
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
     throw ConfigError(SourceLoc{path()}, path() + ".interleave: must be a multiple of 128B");
   if (m_t.row_bytes % m_t.interleave)
@@ -105,6 +109,8 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (m_geom_pow2) {
     m_il_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.interleave));
     m_nch_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.channels));
+    m_row_group_shift = m_nch_shift + static_cast<uint32_t>(__builtin_ctzll(m_t.row_bytes / m_t.interleave)) +
+                        static_cast<uint32_t>(__builtin_ctzll(m_t.banks));
   }
   if (m_pow2) {
     m_row_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.row_bytes));
@@ -462,7 +468,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
     const uint64_t off = p2 ? a & (il - 1) : a % il;
     const uint64_t chunk = std::min<uint64_t>(end - a, il - off);
     const uint64_t stripe = p2 ? a >> m_il_shift : a / il;
-    Seg& s = segs[p2 ? stripe & (nch - 1) : stripe % nch];
+    Seg& s = segs[channel_of(stripe)];
     if (!s.used) {
       s.used = true;
       ++spanned;
@@ -738,7 +744,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       const uint64_t s_hi = div(std::min(a1, j * block + block - 1), il, il_sh);
       const uint64_t n = std::min<uint64_t>(lanes, s_hi - s_lo + 1);
       for (uint64_t i = 0; i < n; ++i) {
-        const uint64_t c = mod(s_lo + i, nch);
+        const uint64_t c = whole_stripes ? 0 : channel_of(s_lo + i);
         visit(m_channels[c].banks[b], row, count, c);
       }
     }
@@ -769,13 +775,18 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     const uint64_t a1 = a0 + len;
     uint64_t s = a0 / il;
     const uint64_t head = std::min(a1, (s + 1) * il) - a0;
-    m_chan_bytes[s % nch] += static_cast<double>(head);
+    m_chan_bytes[channel_of(s)] += static_cast<double>(head);
     if (a0 + head == a1) return;
     ++s;
     const uint64_t full = (a1 - s * il) / il, tail = (a1 - s * il) % il;
-    for (uint64_t c = 0; c < nch; ++c) m_chan_bytes[c] += static_cast<double>(full / nch * il);
-    for (uint64_t i = 0; i < full % nch; ++i) m_chan_bytes[(s + full / nch * nch + i) % nch] += static_cast<double>(il);
-    if (tail) m_chan_bytes[(s + full) % nch] += static_cast<double>(tail);
+    // Whole stripes one by one up to the first aligned group, then the whole groups (each covers
+    // every channel once), then the rest one by one.
+    uint64_t i = 0;
+    for (; i < full && (s + i) % nch; ++i) m_chan_bytes[channel_of(s + i)] += static_cast<double>(il);
+    const uint64_t groups = (full - i) / nch;
+    for (uint64_t c = 0; c < nch; ++c) m_chan_bytes[c] += static_cast<double>(groups * il);
+    for (i += groups * nch; i < full; ++i) m_chan_bytes[channel_of(s + i)] += static_cast<double>(il);
+    if (tail) m_chan_bytes[channel_of(s + full)] += static_cast<double>(tail);
   };
   if (!whole_stripes) {
     std::fill(m_chan_bytes.begin(), m_chan_bytes.end(), 0.0);

@@ -31,6 +31,10 @@ struct Lpddr5Timing {
   uint64_t row_bytes = 2048;    // page per bank per channel
   uint64_t interleave = 256;    // bytes to one channel before moving to the next
   bool bank_xor = true;
+  // XOR the stripe's higher bits into its channel (a permutation of the channels within each
+  // aligned group of `channels` stripes): strides at a multiple of the channel stripe then spread
+  // over the channels instead of all landing on one.
+  bool channel_xor = false;
   double ps_per_byte = 0;       // data bus, per channel
   double t_rcd = 0, t_rp = 0, t_rl = 0, t_wl = 0, t_wtr = 0, t_rtw = 0, t_rfc = 0, t_refi = 0;
   double t_wr = 0;              // write recovery: last write data to precharge of that row
@@ -242,6 +246,7 @@ class Lpddr5 : public Component {
   uint32_t m_row_shift = 0, m_bank_shift = 0;
   bool m_geom_pow2 = false;  // also interleave and channel count: stream() uses shifts
   uint32_t m_il_shift = 0, m_nch_shift = 0;
+  uint32_t m_row_group_shift = 0;  // stripe >> this: the row (of every bank of every channel) it is in
   uint64_t m_capacity;
   std::vector<Channel> m_channels;
   mutable std::vector<double> m_refresh_wait;  // refresh_wait_ps by spread, computed when first asked (-1: not yet)
@@ -273,6 +278,22 @@ class Lpddr5 : public Component {
   // (`crossed`, a Recent::ports set, gains it), at most `rate` port-ps per ps from t_ps; `finish`
   // is then no earlier than the crossing's end plus the front end.
   void copy_across(Port* port, uint64_t& crossed, uint64_t bytes, double t_ps, double rate, double& finish);
+  // The channel of interleave stripe `stripe` (address / interleave). With channel_xor the bits of
+  // the row the stripe falls in are XORed into it: the same permutation for every aligned group of
+  // `channels` stripes within a row, so locality within a row is kept.
+  uint64_t channel_of(uint64_t stripe) const {
+    const uint64_t nch = m_t.channels;
+    if (m_geom_pow2) {
+      uint64_t c = stripe & (nch - 1);
+      if (m_t.channel_xor)
+        for (uint64_t g = stripe >> m_row_group_shift; g; g >>= m_nch_shift) c ^= g & (nch - 1);
+      return c;
+    }
+    uint64_t c = stripe % nch;
+    if (m_t.channel_xor)
+      for (uint64_t g = stripe / nch / (m_t.row_bytes / m_t.interleave * m_t.banks); g; g /= nch) c += g % nch;
+    return c % nch;
+  }
   // Channels a request of `bytes` reaches (its interleave units, at most every channel).
   uint64_t channels_spanned(uint64_t bytes) const {
     const uint64_t units = std::max<uint64_t>(1, (bytes + m_t.interleave - 1) / m_t.interleave);
