@@ -256,6 +256,16 @@ TEST_CASE("engine: config configs/whatif/ring_256b.yaml gives a 256 B ring", "[e
   CHECK(parse_size(value_of(by_path(sim, "card.ring"), "width")).value() == 256u);
 }
 
+TEST_CASE("engine: config configs/whatif/channel_xor.yaml hashes the row bits into the channel", "[engine][configs]") {
+  Simulation sim(resolve(config_path("whatif/channel_xor.yaml")));
+  CHECK(check_card(sim) == 32);
+  const Component* mem = by_path(sim, "card.memory");
+  CHECK(value_of(mem, "channel_xor") == "true");
+  CHECK(spec(mem, "channel_xor")->value_provenance == std::optional<Provenance>(Provenance::Override));
+  CHECK(value_of(mem, "bank_xor") == "true");  // everything else is spyre.yaml's
+  CHECK(value_of(mem, "interleave") == "256B");
+}
+
 TEST_CASE("engine: -p overrides reach the built card (count, long form, new keys)", "[engine][sim]") {
   Simulation sim(resolve(config_path("spyre.yaml"),
                          {"card.core.count=4", "card.core.lx.size=1MiB", "sim.seed=42", "sim.quantum=1us"}));
