@@ -721,9 +721,10 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   // holds row chunk j of every channel (a row is a whole number of interleave stripes), so a
   // block's bank and row are looked up once and each channel with a stripe of the run in it is
   // visited. A channel's chunks come in address order, as its banks' state needs. The exposed
-  // times are then summed channel by channel, from the run's first channel on (by channel
-  // number: with channel_xor that is not the stripes' order, but still one fixed order), as a
+  // times are then summed channel by channel, from the run's first channel on, as a
   // channel-major walk would add them, so that the sum does not depend on the walk's order.
+  // (With channel_xor the sum starts at the channel the first stripe has without it: still one
+  // fixed order.)
   // `pow2`: std::true_type when the geometry is a power of two (it is on every preset):
   // divisions are then shifts and masks, compiled as such.
   auto walk_geometry = [&](auto pow2, uint64_t a0, uint64_t len, bool count) {
