@@ -90,10 +90,11 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                                 "results identical)",
                                 Provenance::Derived});
   m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
-  m_t.channel_xor = p.get_bool("channel_xor", false,
-                               {"XOR higher address bits into the channel index (within each aligned group of "
-                                "channel stripes)",
-                                Provenance::Estimate});
+  m_t.channel_xor =
+      p.get_bool("channel_xor", false,
+                 {"XOR the row bits into the channel index (one permutation of the channels per "
+                  "row group of row_size x banks x channels)",
+                  Provenance::Estimate});
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
     throw ConfigError(SourceLoc{path()}, path() + ".interleave: must be a multiple of 128B");
   if (m_t.row_bytes % m_t.interleave)
@@ -109,7 +110,8 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (m_geom_pow2) {
     m_il_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.interleave));
     m_nch_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.channels));
-    m_row_group_shift = m_nch_shift + static_cast<uint32_t>(__builtin_ctzll(m_t.row_bytes / m_t.interleave)) +
+    m_row_group_shift = m_nch_shift +
+                        static_cast<uint32_t>(__builtin_ctzll(m_t.row_bytes / m_t.interleave)) +
                         static_cast<uint32_t>(__builtin_ctzll(m_t.banks));
   }
   if (m_pow2) {
@@ -784,10 +786,12 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     // Whole stripes one by one up to the first aligned group, then the whole groups (each covers
     // every channel once), then the rest one by one.
     uint64_t i = 0;
-    for (; i < full && (s + i) % nch; ++i) m_chan_bytes[channel_of(s + i)] += static_cast<double>(il);
+    for (; i < full && (s + i) % nch; ++i)
+      m_chan_bytes[channel_of(s + i)] += static_cast<double>(il);
     const uint64_t groups = (full - i) / nch;
     for (uint64_t c = 0; c < nch; ++c) m_chan_bytes[c] += static_cast<double>(groups * il);
-    for (i += groups * nch; i < full; ++i) m_chan_bytes[channel_of(s + i)] += static_cast<double>(il);
+    for (i += groups * nch; i < full; ++i)
+      m_chan_bytes[channel_of(s + i)] += static_cast<double>(il);
     if (tail) m_chan_bytes[channel_of(s + full)] += static_cast<double>(tail);
   };
   if (!whole_stripes) {

@@ -31,8 +31,8 @@ struct Lpddr5Timing {
   uint64_t row_bytes = 2048;    // page per bank per channel
   uint64_t interleave = 256;    // bytes to one channel before moving to the next
   bool bank_xor = true;
-  // XOR the stripe's higher bits into its channel (a permutation of the channels within each
-  // aligned group of `channels` stripes): strides at a multiple of the channel stripe then spread
+  // XOR the bits of the row a stripe falls in into its channel (one permutation of the channels
+  // per row group of row_bytes x banks x channels): strides of a row group or more then spread
   // over the channels instead of all landing on one.
   bool channel_xor = false;
   double ps_per_byte = 0;       // data bus, per channel
@@ -246,7 +246,7 @@ class Lpddr5 : public Component {
   uint32_t m_row_shift = 0, m_bank_shift = 0;
   bool m_geom_pow2 = false;  // also interleave and channel count: stream() uses shifts
   uint32_t m_il_shift = 0, m_nch_shift = 0;
-  uint32_t m_row_group_shift = 0;  // stripe >> this: the row (of every bank of every channel) it is in
+  uint32_t m_row_group_shift = 0;  // stripe >> this: its row (of every bank of every channel)
   uint64_t m_capacity;
   std::vector<Channel> m_channels;
   mutable std::vector<double> m_refresh_wait;  // refresh_wait_ps by spread, computed when first asked (-1: not yet)
