@@ -15,6 +15,9 @@ Every row with a bundle fixture is run once with `vspyre run FIXTURE --config F 
 - M-ratio rows: the predicted ratio of two rows' times against the measured ratio, and whether
   the direction of the change (faster / same / slower, within --same-band) is reproduced.
 - P rows: run and listed next to the other model's figure, never counted.
+- By section and by workload (the row's `workload` text): MAPE, bias and rows worse than 25 %
+  per group; a workload's `mape_points` is its share of the headline MAPE (the groups' points add
+  up to it), so the report lists first the workloads that cost the most.
 - Range rows (M with `measured_range_us: [lo, hi]`, a family of geometries measured only as a
   range): `fixture` may be a list; the row is reproduced when every fixture's prediction falls
   inside [lo, hi]. Never counted in MAPE.
@@ -510,6 +513,22 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
                                                          [o["measured"] for o in c]),
                        "bias_geomean_ratio": math.exp(sum(math.log(o["predicted"] / o["measured"])
                                                           for o in c) / len(c))}
+    # By workload (the table's `workload` text): where the headline error comes from. `mape_points`
+    # is the group's share of the headline MAPE (its absolute errors over all counted rows), so the
+    # groups' points add up to the MAPE.
+    workloads = {}
+    for name in dict.fromkeys((o.get("workload") or "").strip() for o in counted):
+        c = [o for o in counted if (o.get("workload") or "").strip() == name]
+        worst = max(c, key=lambda o: abs(o["error_percent"]))
+        workloads[name] = {
+            "n": len(c),
+            "mape_percent": mape([o["predicted"] for o in c], [o["measured"] for o in c]),
+            "mean_signed_error_percent": sum(o["error_percent"] for o in c) / len(c),
+            "rows_over_25_percent": sum(1 for o in c if abs(o["error_percent"]) > 25),
+            "mape_points": sum(abs(o["error_percent"]) for o in c) / len(counted),
+            "worst_row": worst["id"],
+            "worst_error_percent": worst["error_percent"],
+        }
     # another model's predictions of measured rows, against vspyre's on the same rows
     other = {}
     for name in dict.fromkeys(o["other_model"] for o in counted if o.get("other_model")):
@@ -536,6 +555,7 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
         # cannot carry the headline alone)
         "mape_section_mean_percent": (sum(v["mape_percent"] for v in sections.values()) / len(sections)
                                       if sections else None),
+        "workloads": dict(sorted(workloads.items(), key=lambda kv: -kv[1]["mape_points"])),
         "other_models": other,
         "ratio": {
             "n": len(ratios),
@@ -675,6 +695,15 @@ def report(res, out=sys.stdout):
               f"geomean ratio {v['bias_geomean_ratio']:.3f}\n")
         if res.get("mape_section_mean_percent") is not None:
             w(f"  mean of the sections'  MAPE {res['mape_section_mean_percent']:.1f} % (each section weighs the same)\n")
+        wl = res.get("workloads") or {}
+        if wl:
+            top = list(wl.items())[:12]
+            w(f"  by workload, largest share of the MAPE first ({len(top)} of {len(wl)}; all in validation.json):\n")
+            for name, v in top:
+                label = name if len(name) <= 56 else name[:53] + "..."
+                w(f"    {label or '(no workload)':56s} n={v['n']:3d}  {v['mape_points']:5.2f} points  "
+                  f"MAPE {v['mape_percent']:5.1f} %  mean {v['mean_signed_error_percent']:+6.1f} %  "
+                  f"> 25 %: {v['rows_over_25_percent']}\n")
         for name, v in (res.get("other_models") or {}).items():
             w(f"  {name}: on the {v['n']} rows that carry its prediction, MAPE {v['mape_percent']:.1f} % "
               f"({v['rows_over_25_percent']} rows worse than 25 %); vspyre on the same rows "

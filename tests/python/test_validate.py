@@ -6,6 +6,7 @@ need no build; the end-to-end test runs the real binary on two fixtures ($VSPYRE
 binary the script would find) and is skipped when there is none.
 """
 import csv
+import io
 import json
 import math
 import os
@@ -142,6 +143,27 @@ def test_section_mean_weighs_each_section_the_same(fake):
     assert res["sections"]["s2"]["mape_percent"] == pytest.approx(100.0)
     assert res["mape_percent"] == pytest.approx(40.0)               # 10 + 10 + 100 over 3 rows
     assert res["mape_section_mean_percent"] == pytest.approx(55.0)  # (10 + 100) / 2
+
+
+def test_workloads_split_the_mape_into_points_that_add_up(fake):
+    make_table, set_times, exe = fake
+    set_times(a=110.0, b=50.0, c=100.0)
+    t = make_table([m_row("rc", "c", 80.0, workload="neg "), m_row("ra", "a", 100.0, workload="add"),
+                    m_row("rb", "b", 100.0, workload="add")])
+    res = vv.validate(t, vspyre=exe, jobs=2)
+    wl = res["workloads"]
+    assert list(wl) == ["add", "neg"]                  # largest share first; text trimmed
+    assert wl["add"]["n"] == 2 and wl["add"]["rows_over_25_percent"] == 1
+    assert wl["add"]["mape_percent"] == pytest.approx(30.0)               # (10 + 50) / 2
+    assert wl["add"]["mean_signed_error_percent"] == pytest.approx(-20.0)  # (+10 - 50) / 2
+    assert wl["add"]["worst_row"] == "rb" and wl["add"]["worst_error_percent"] == pytest.approx(-50.0)
+    assert wl["neg"]["mape_percent"] == pytest.approx(25.0)
+    assert wl["add"]["mape_points"] == pytest.approx(20.0) and wl["neg"]["mape_points"] == pytest.approx(25.0 / 3)
+    assert sum(v["mape_points"] for v in wl.values()) == pytest.approx(res["mape_percent"])
+    buf = io.StringIO()
+    vv.report(res, out=buf)
+    out = buf.getvalue()
+    assert "by workload" in out and out.index("    add ") < out.index("    neg ")
 
 
 def test_repeat_multiplies_the_kernel_time(fake):
