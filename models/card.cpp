@@ -17,6 +17,13 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   const TimeValue launch = p.get_time("launch_overhead", "15us",
                                     {"fixed cost per kernel bundle launch", Provenance::Derived,
                                      "hardware.md: softmax 512x1024 measured 23.67 us against ~8 us of ideal memory time"});
+  // The cores start in step by default. A launch that reaches them one after another (a doorbell
+  // passed around the ring, arbitration) starts core i at i x launch_skew; the request model's
+  // results depend on it (bench/validation/README.md, 2026-12-04, stop 30): a what-if for how far
+  // a prediction hangs on the cores starting in step.
+  const TimeValue skew = p.get_time("launch_skew", "0ns",
+                                    {"core i starts i x this after core 0 (0: every core starts together)",
+                                     Provenance::Estimate, "not public; see bench/validation/README.md (stop 30)"});
   ParamReader& plan = p.group("plan", "how bundles are lowered to per-core schedules");
   m_tile_target = plan.get_size("tile_target", "64KiB",
                                 {"streamed HBM bytes per core per tile above which work is tiled for DMA/compute overlap",
@@ -61,6 +68,8 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (m_events)
     for (Core* c : m_cores) c->set_event_driven();
   m_launch_overhead_ps = launch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
+  m_launch_skew_ps = skew.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
+  if (m_launch_skew_ps < 0) throw ConfigError(SourceLoc{path()}, path() + ".launch_skew: must not be negative");
   m_ring = build_child<Ring>("ring", "Ring");
   m_memory = build_child<Lpddr5>("memory", "Lpddr5");
   m_host = build_child<PcieLink>("host_link", "PcieLink");
@@ -95,11 +104,12 @@ double Card::run(std::vector<std::vector<CoreOp>> programs) {
                      std::to_string(m_cores.size()) + " cores");
   const double start = now_ps();
   for (size_t i = 0; i < m_cores.size(); ++i)
-    m_cores[i]->load(i < programs.size() ? std::move(programs[i]) : std::vector<CoreOp>{}, start);
+    m_cores[i]->load(i < programs.size() ? std::move(programs[i]) : std::vector<CoreOp>{},
+                     start + static_cast<double>(i) * m_launch_skew_ps);
   if (m_events) {
     // Multi-sockets complete their bindings at the end of elaboration.
     if (sc_core::sc_get_status() == sc_core::SC_ELABORATION) sc_core::sc_start(sc_core::SC_ZERO_TIME);
-    run_events(start);
+    run_events();
   } else {
     for (Core* c : m_cores) c->go().notify(sc_core::SC_ZERO_TIME);
     sc_core::sc_start();
@@ -123,7 +133,7 @@ namespace {
 constexpr double kEventAdvancePs = 1e6;
 }  // namespace
 
-void Card::run_events(double start) {
+void Card::run_events() {
   // Every engine of every core is one entry; an engine is queued with the time its next operation
   // can start (its previous operation ended and the operation's dependencies are done) and the
   // loop always runs the earliest. An operation's end follows from its start without waiting (a
@@ -143,7 +153,8 @@ void Card::run_events(double start) {
   std::vector<Entry> entries;
   entries.reserve(m_cores.size() * kEngineCount);
   for (uint32_t c = 0; c < m_cores.size(); ++c)
-    for (int e = 0; e < kEngineCount; ++e) entries.push_back({c, static_cast<Engine>(e), 0, start, false, {}});
+    for (int e = 0; e < kEngineCount; ++e)
+      entries.push_back({c, static_cast<Engine>(e), 0, m_cores[c]->start_ps(), false, {}});
   // (time, rank): the earliest first, then the lowest rank, which is the entry's index or, with
   // tie_order higher_core, its index from the end.
   using Item = std::pair<double, uint32_t>;

@@ -50,13 +50,14 @@ class Card : public Component {
   bool event_scheduler() const { return m_events; }
 
  private:
-  void run_events(double start);
+  void run_events();  // each core from its start_ps()
 
   std::vector<Core*> m_cores;
   Ring* m_ring;
   Lpddr5* m_memory;
   PcieLink* m_host;
   double m_launch_overhead_ps = 0;
+  double m_launch_skew_ps = 0;  // card.launch_skew: core i starts i x this after core 0
   double m_sfp_simple = 1, m_sfp_divide = 1, m_sfp_transcendental = 1, m_sfp_reduce_across_stick = 0;
   uint64_t m_tile_target = 0;
   bool m_sfp_primary_order = false;

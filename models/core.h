@@ -127,11 +127,12 @@ class Core : public Component {
   tlm_utils::simple_initiator_socket<Core> ring;  // to the ring
 
   CoreId id() const { return CoreId{static_cast<uint32_t>(index() < 0 ? 0 : index())}; }
-  // Loads a program to run from `start_ps`; Card::run starts every core together.
+  // Loads a program to run from `start_ps`; Card::run starts core i at i x card.launch_skew.
   void load(std::vector<CoreOp> program, double start_ps);
   bool finished() const { return m_remaining == 0; }
   const std::vector<CoreOp>& program() const { return m_program; }  // the loaded program
   const std::vector<OpResult>& results() const { return m_results; }
+  double start_ps() const { return m_start_ps; }
   double finish_ps() const { return m_finish_ps; }
   sc_core::sc_event& go() { return m_go; }
 
