@@ -69,7 +69,6 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
     for (Core* c : m_cores) c->set_event_driven();
   m_launch_overhead_ps = launch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
   m_launch_skew_ps = skew.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
-  if (m_launch_skew_ps < 0) throw ConfigError(SourceLoc{path()}, path() + ".launch_skew: must not be negative");
   m_ring = build_child<Ring>("ring", "Ring");
   m_memory = build_child<Lpddr5>("memory", "Lpddr5");
   m_host = build_child<PcieLink>("host_link", "PcieLink");

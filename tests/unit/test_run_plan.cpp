@@ -756,13 +756,16 @@ TEST_CASE("run: a batched matmul's time does not hang on the order of simultaneo
   CHECK(std::abs(higher2 - lower2) > 0.05 * lower2);
 }
 
-TEST_CASE("run: card.launch_skew starts core i i x the skew after core 0, in both schedulers", "[run]") {
+TEST_CASE("run: card.launch_skew starts core i i x the skew after core 0, in both schedulers",
+          "[run]") {
   // neg_2048x1024_c32 takes 79 us with every core starting together. With a skew of 1 us the
   // last core starts 31 us after the first and the kernel ends no earlier than that (130 us:
   // threads 130.08, events 129.43); the two schedulers start the cores alike.
   RUN_REQUIRE_DIR(k_fixtures / "neg_2048x1024_c32");
   auto us = [&](const char* skew, const char* scheduler) {
-    return kernel_us("neg_2048x1024_c32", {std::string("card.launch_skew=") + skew, std::string("card.scheduler=") + scheduler});
+    const std::vector<std::string> p = {std::string("card.launch_skew=") + skew,
+                                        std::string("card.scheduler=") + scheduler};
+    return kernel_us("neg_2048x1024_c32", p);
   };
   const double together = kernel_us("neg_2048x1024_c32");
   CHECK(us("0ns", "threads") == together);
@@ -770,7 +773,8 @@ TEST_CASE("run: card.launch_skew starts core i i x the skew after core 0, in bot
   CHECK(threads > together + 31.0);
   CHECK(events > us("0ns", "events") + 31.0);
   CHECK(events == Approx(threads).epsilon(0.02));
-  const auto r = cli({"run", (k_fixtures / "neg_2048x1024_c32").string(), "--no-data", "-p", "card.launch_skew=-5ns"});
+  const auto r = cli({"run", (k_fixtures / "neg_2048x1024_c32").string(), "--no-data", "-p",
+                      "card.launch_skew=-5ns"});
   CHECK(r.code != 0);
   CHECK_THAT(r.err, Catch::Contains("card.launch_skew"));
 }
