@@ -17,13 +17,27 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   const TimeValue launch = p.get_time("launch_overhead", "15us",
                                     {"fixed cost per kernel bundle launch", Provenance::Derived,
                                      "hardware.md: softmax 512x1024 measured 23.67 us against ~8 us of ideal memory time"});
-  // The cores start in step by default. A launch that reaches them one after another (a doorbell
-  // passed around the ring, arbitration) starts core i at i x launch_skew; the request model's
-  // results depend on it (bench/validation/README.md, 2026-12-04, stop 30): a what-if for how far
-  // a prediction hangs on the cores starting in step.
+  // A launch that reaches the cores one after another (a doorbell passed around the ring,
+  // arbitration) starts core i at i x launch_skew, on top of its jitter below: a what-if for how
+  // far a prediction hangs on the cores starting in ring order (bench/validation/README.md,
+  // stops 30 and 31).
   const TimeValue skew = p.get_time("launch_skew", "0ns",
-                                    {"core i starts i x this after core 0 (0: every core starts together)",
-                                     Provenance::Estimate, "not public; see bench/validation/README.md (stop 30)"});
+                                    {"core i starts i x this after core 0, on top of card.launch_jitter (0: no order)",
+                                     Provenance::Estimate, "not public; see bench/validation/README.md (stops 30, 31)"});
+  // No card starts its cores in the same picosecond. Each core starts at its own time within
+  // launch_jitter of the launch, drawn from card.launch_seed (again at every launch). It is the
+  // cores' order more than the size that matters: with the request model, any jitter from 1 to
+  // 50 ns gives the validation table within 0.1 point, and two seeds differ by a median of 0.24 %
+  // per row; starting all cores in the same picosecond (0) is a singular case that moved 190 of
+  // the 712 rows by more than 5 % against any jittered start (bench/validation/README.md,
+  // 2026-12-04, stop 31).
+  const TimeValue jitter = p.get_time("launch_jitter", "5ns",
+                                      {"each core starts at a seeded uniform time in [0, this) after the launch "
+                                       "(0: every core starts in the same picosecond)",
+                                       Provenance::Estimate, "not public; bench/validation/README.md (stop 31)"});
+  m_launch_seed = static_cast<uint64_t>(
+      p.get_int("launch_seed", 1, {"seed of the cores' start times within card.launch_jitter", Provenance::Override},
+                0));
   ParamReader& plan = p.group("plan", "how bundles are lowered to per-core schedules");
   m_tile_target = plan.get_size("tile_target", "64KiB",
                                 {"streamed HBM bytes per core per tile above which work is tiled for DMA/compute overlap",
@@ -69,6 +83,7 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
     for (Core* c : m_cores) c->set_event_driven();
   m_launch_overhead_ps = launch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
   m_launch_skew_ps = skew.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
+  m_launch_jitter_ps = static_cast<uint64_t>(jitter.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz()));
   m_ring = build_child<Ring>("ring", "Ring");
   m_memory = build_child<Lpddr5>("memory", "Lpddr5");
   m_host = build_child<PcieLink>("host_link", "PcieLink");
@@ -83,6 +98,19 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
 }
 
 double Card::now_ps() const { return now_ps_fast(); }
+
+uint64_t Card::launch_jitter_ps(uint64_t launch, uint32_t core) const {
+  if (m_launch_jitter_ps == 0) return 0;
+  // splitmix64 over (seed, launch, core): the same on every platform and in every scheduler.
+  uint64_t z = m_launch_seed * 0x9e3779b97f4a7c15ull + (launch << 20) + core + 1;
+  for (int round = 0; round < 2; ++round) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+  }
+  return z % m_launch_jitter_ps;
+}
 
 double Card::host_transfer(bool to_device, uint64_t bytes, double t_ps) {
   // Multi-sockets complete their bindings at the end of elaboration: make sure it has happened.
@@ -102,9 +130,11 @@ double Card::run(std::vector<std::vector<CoreOp>> programs) {
     throw InputError(path() + ": a plan for " + std::to_string(programs.size()) + " cores does not fit a card of " +
                      std::to_string(m_cores.size()) + " cores");
   const double start = now_ps();
+  const uint64_t launch = m_launches++;
   for (size_t i = 0; i < m_cores.size(); ++i)
     m_cores[i]->load(i < programs.size() ? std::move(programs[i]) : std::vector<CoreOp>{},
-                     start + static_cast<double>(i) * m_launch_skew_ps);
+                     start + static_cast<double>(i) * m_launch_skew_ps +
+                         static_cast<double>(launch_jitter_ps(launch, static_cast<uint32_t>(i))));
   if (m_events) {
     // Multi-sockets complete their bindings at the end of elaboration.
     if (sc_core::sc_get_status() == sc_core::SC_ELABORATION) sc_core::sc_start(sc_core::SC_ZERO_TIME);

@@ -51,6 +51,9 @@ class Card : public Component {
 
  private:
   void run_events();  // each core from its start_ps()
+  // Core `core`'s start after the launch in the `launch`-th run(), in ps: seeded, uniform in
+  // [0, card.launch_jitter).
+  uint64_t launch_jitter_ps(uint64_t launch, uint32_t core) const;
 
   std::vector<Core*> m_cores;
   Ring* m_ring;
@@ -58,6 +61,9 @@ class Card : public Component {
   PcieLink* m_host;
   double m_launch_overhead_ps = 0;
   double m_launch_skew_ps = 0;  // card.launch_skew: core i starts i x this after core 0
+  uint64_t m_launch_jitter_ps = 0;  // card.launch_jitter: each core starts within this of the launch
+  uint64_t m_launch_seed = 1;       // card.launch_seed
+  uint64_t m_launches = 0;          // run() calls so far: each launch draws its own start times
   double m_sfp_simple = 1, m_sfp_divide = 1, m_sfp_transcendental = 1, m_sfp_reduce_across_stick = 0;
   uint64_t m_tile_target = 0;
   bool m_sfp_primary_order = false;

@@ -127,7 +127,8 @@ class Core : public Component {
   tlm_utils::simple_initiator_socket<Core> ring;  // to the ring
 
   CoreId id() const { return CoreId{static_cast<uint32_t>(index() < 0 ? 0 : index())}; }
-  // Loads a program to run from `start_ps`; Card::run starts core i at i x card.launch_skew.
+  // Loads a program to run from `start_ps`; Card::run starts core i at i x card.launch_skew plus
+  // its own seeded time within card.launch_jitter.
   void load(std::vector<CoreOp> program, double start_ps);
   bool finished() const { return m_remaining == 0; }
   const std::vector<CoreOp>& program() const { return m_program; }  // the loaded program

@@ -1,6 +1,7 @@
 #include "models/lpddr5.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <type_traits>
 
@@ -275,13 +276,40 @@ double Lpddr5::place(Channel& ch, double ready, double need, uint64_t bytes, boo
     const double moved = per_byte > 0 ? take / per_byte : 0.0;
     // Turnaround pairs grow with the smaller direction's bytes; counted as an average, so the
     // result does not depend on the bin length. (None while the bin carries only this direction.)
-    const double pairs = other > 0 ? std::min(mine + moved, other) / static_cast<double>(m_t.write_batch) : 0.0;
-    double extra = 0;
-    if (pairs > b.pairs) extra = (pairs - b.pairs) * turnaround_pair_ps(m_t);
+    const double wb = static_cast<double>(m_t.write_batch), pair_ps = turnaround_pair_ps(m_t);
+    // The pairs after moving x ps of this transfer here, and the time they add to the bin.
+    auto pairs_after = [&](double x) {
+      return other > 0 ? std::min(mine + (per_byte > 0 ? x / per_byte : 0.0), other) / wb : 0.0;
+    };
+    auto extra_for = [&](double x) { return std::max(0.0, pairs_after(x) - b.pairs) * pair_ps; };
+    double pairs = pairs_after(take);
+    double extra = extra_for(take);
     if (take + extra > usable) {
-      // Not all of it fits: move what fits, pay the turnaround here, continue in the next bin.
-      take = std::max(0.0, usable - extra);
+      // Not all of it fits: move what fits with the pairs of what it moves (x + extra_for(x) =
+      // usable, a continuous piecewise-linear rise with breaks where the pairs start to grow and
+      // where this direction stops being the smaller), pay those here, continue in the next bin.
+      const double top = take;
+      std::array<double, 4> at = {0.0, top, 0.0, 0.0};
+      size_t n = 2;
+      if (per_byte > 0) {
+        for (const double x : {(b.pairs * wb - mine) * per_byte, (other - mine) * per_byte})
+          if (x > 0 && x < top) at[n++] = x;
+      }
+      std::sort(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(n));
+      double x = 0;
+      for (size_t i = 0; i + 1 < n; ++i) {
+        const double g0 = at[i] + extra_for(at[i]), g1 = at[i + 1] + extra_for(at[i + 1]);
+        if (g1 <= usable) {
+          x = at[i + 1];
+          continue;
+        }
+        x = g1 > g0 ? at[i] + (usable - g0) * (at[i + 1] - at[i]) / (g1 - g0) : at[i];
+        break;
+      }
+      take = std::max(0.0, std::min(x, top));
       if (take <= 0) continue;
+      pairs = pairs_after(take);
+      extra = extra_for(take);
       mine += per_byte > 0 ? take / per_byte : 0.0;
     } else {
       mine += moved;
