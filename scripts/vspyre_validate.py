@@ -41,8 +41,10 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -717,6 +719,17 @@ def report(res, out=sys.stdout):
           f"{rt['mape_percent']:.1f} %\n")
         if rt["not_reproduced"]:
             w(f"  not reproduced         {', '.join(rt['not_reproduced'])}\n")
+    ls = res.get("launch_seeds")
+    if ls:
+        w(f"  launch seeds           MAPE " + " / ".join(
+            f"{m:.2f} % ({'the config' if sd == 'config' else 'seed ' + str(sd)})"
+            for sd, m in zip(ls["seeds"], ls["mape_percent"]) if m is not None) + "\n")
+        w(f"                         {ls['rows_spread_over_5_percent']} of {ls['rows_compared']} rows move by more "
+          f"than 5 % between them ({ls['rows_spread_over_10_percent']} by more than 10 %; median "
+          f"{(ls['median_spread_percent'] or 0):.2f} %)\n")
+        if ls["widest"]:
+            w("                         widest: " + ", ".join(
+                f"{x['id']} {x['spread_percent']:.1f} %" for x in ls["widest"][:3]) + "\n")
     rg = res.get("range") or {}
     if rg.get("n"):
         w(f"  ranges                 {rg['reproduced']}/{rg['n']} reproduced (every fixture's prediction "
@@ -806,6 +819,49 @@ def write_outputs(res, out_dir, plot=True):
 
 
 # ----------------------------------------------------------------------------------------------
+# Launch seeds: how far the table hangs on the cores' order
+
+
+def seed_overlay(config, seed, tmp):
+    """A config that includes `config` and sets card.launch_seed."""
+    path = Path(tmp) / f"launch_seed_{seed}.yaml"
+    path.write_text(f"include: [{json.dumps(str(Path(config).resolve()))}]\n"
+                    f"card:\n  launch_seed: {seed}\n")
+    return path
+
+
+def over25(res):
+    return sum(1 for o in res["rows"] if o["counted"] and abs(o["error_percent"]) > 25)
+
+
+def add_seed_spread(res, others):
+    """Adds res["launch_seeds"] (and a per-row "seed_range_us") from the runs of the same table
+    with other card.launch_seed values: {seed: result}. Only counted rows are compared."""
+    per = {o["id"]: [o["predicted"]] for o in res["rows"] if o["counted"]}
+    for seed, r in others.items():
+        for o in r["rows"]:
+            if o["id"] in per and o["counted"]:
+                per[o["id"]].append(o["predicted"])
+    spread = {}
+    for o in res["rows"]:
+        v = per.get(o["id"])
+        if v and len(v) == len(others) + 1 and min(v) > 0:
+            o["seed_range_us"] = [min(v), max(v)]
+            spread[o["id"]] = (max(v) / min(v) - 1.0) * 100.0
+    widest = sorted(spread.items(), key=lambda kv: -kv[1])
+    res["launch_seeds"] = {
+        "seeds": ["config"] + [int(s) for s in others],
+        "mape_percent": [res["mape_percent"]] + [r["mape_percent"] for r in others.values()],
+        "rows_over_25_percent": [over25(res)] + [over25(r) for r in others.values()],
+        "rows_compared": len(spread),
+        "rows_spread_over_5_percent": sum(1 for v in spread.values() if v > 5.0),
+        "rows_spread_over_10_percent": sum(1 for v in spread.values() if v > 10.0),
+        "median_spread_percent": (statistics.median(spread.values()) if spread else None),
+        "widest": [{"id": k, "spread_percent": v} for k, v in widest[:10]],
+    }
+
+
+# ----------------------------------------------------------------------------------------------
 # Baseline
 
 
@@ -888,6 +944,17 @@ def check_baseline(res, baseline_path, tolerance=1.0):
 # CLI
 
 
+def seed_list(text):
+    """--seeds: comma-separated card.launch_seed values (non-negative integers)."""
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip() != ""]
+    except ValueError:
+        seeds = []
+    if not seeds or any(x < 0 for x in seeds):
+        raise argparse.ArgumentTypeError(f"'{text}': expected non-negative integers separated by commas, e.g. 2,3")
+    return seeds
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="vspyre validate",
@@ -913,6 +980,10 @@ def main(argv=None):
                     help="exit 1 when MAPE rises more than --tolerance points above FILE's")
     ap.add_argument("--tolerance", type=float, default=1.0,
                     help="allowed MAPE rise in percentage points (default 1)")
+    ap.add_argument("--seeds", metavar="N[,N...]", type=seed_list,
+                    help="also run the table with these card.launch_seed values and report how far "
+                         "MAPE and each row move with the cores' start order (the baseline and the "
+                         "table stay the config's)")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     a = ap.parse_args(argv)
@@ -923,6 +994,18 @@ def main(argv=None):
             raise ValidateError(f"{a.check_baseline}: no such baseline file")
         res = validate(a.table, config=a.config, vspyre=a.vspyre, jobs=a.jobs, timeout=a.timeout,
                        band=a.same_band / 100.0, select=a.rows, progress=prog)
+        if a.seeds:
+            others = {}
+            with tempfile.TemporaryDirectory() as tmp:
+                for seed in a.seeds:
+                    if prog:
+                        prog(f"card.launch_seed={seed}")
+                    others[seed] = validate(a.table, config=seed_overlay(a.config, seed, tmp), vspyre=a.vspyre,
+                                            jobs=a.jobs, timeout=a.timeout, band=a.same_band / 100.0,
+                                            select=a.rows, progress=prog)
+                    if others[seed]["failed"]:
+                        raise ValidateError(f"card.launch_seed={seed}: {len(others[seed]['failed'])} fixture(s) failed")
+            add_seed_spread(res, others)
         note = write_outputs(res, a.out, plot=not a.no_plot)
         res["out"] = str(a.out)
         if a.json:

@@ -166,6 +166,51 @@ def test_workloads_split_the_mape_into_points_that_add_up(fake):
     assert "by workload" in out and out.index("    add ") < out.index("    neg ")
 
 
+def test_seeds_report_how_far_mape_and_rows_move_with_the_launch_seed(fake, tmp_path, capsys):
+    make_table, set_times, exe = fake
+    set_times(a=110.0, b=90.0)
+    # A stand-in that reads card.launch_seed from the overlay config --seeds writes: row `a` moves
+    # by 10 % per seed, row `b` not at all.
+    seeded = tmp_path / "seeded_vspyre"
+    seeded.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import json, os, re, subprocess, sys
+        cfg = sys.argv[sys.argv.index("--config") + 1] if "--config" in sys.argv else ""
+        m = re.search(r"launch_seed: (\\d+)", open(cfg).read()) if cfg else None
+        out = subprocess.run([{exe!r}] + sys.argv[1:], capture_output=True, text=True)
+        if out.returncode or sys.argv[1] != "run":
+            sys.stdout.write(out.stdout); sys.stderr.write(out.stderr); sys.exit(out.returncode)
+        d = json.loads(out.stdout)
+        if m and os.path.basename(os.path.normpath(sys.argv[2])) == "a":
+            d["kernel_time_us"] *= 1 + 0.1 * int(m.group(1))
+        print(json.dumps(d))
+        """))
+    seeded.chmod(0o755)
+    t = make_table([m_row("ra", "a", 100.0), m_row("rb", "b", 100.0)])
+    cfg = tmp_path / "card.yaml"
+    cfg.write_text("card: {}\n")
+    out = tmp_path / "out"
+    rc = vv.main(["--table", str(t), "--config", str(cfg), "--vspyre", str(seeded), "--json", "--no-plot",
+                  "--out", str(out), "--seeds", "1,2"])
+    assert rc == 0
+    res = json.loads(capsys.readouterr().out)
+    ls = res["launch_seeds"]
+    assert ls["seeds"] == ["config", 1, 2]
+    # the config's own run: a 110 (+10 %), b 90 (-10 %); seed 1: a 121; seed 2: a 132
+    assert ls["mape_percent"] == pytest.approx([10.0, 15.5, 21.0])
+    assert ls["rows_compared"] == 2 and ls["rows_spread_over_5_percent"] == 1
+    assert ls["widest"][0]["id"] == "ra" and ls["widest"][0]["spread_percent"] == pytest.approx(20.0)
+    ra = next(o for o in res["rows"] if o["id"] == "ra")
+    assert ra["seed_range_us"] == pytest.approx([110.0, 132.0])
+    assert res["mape_percent"] == pytest.approx(10.0)  # the table itself stays the config's
+    # The overlay includes the user's config: it is not replaced.
+    assert "include" in vv.seed_overlay(cfg, 3, tmp_path).read_text()
+    with pytest.raises(SystemExit) as e:
+        vv.main(["--table", str(t), "--vspyre", str(seeded), "--seeds", "2,x"])
+    assert e.value.code == 2
+    assert "--seeds" in capsys.readouterr().err
+
+
 def test_repeat_multiplies_the_kernel_time(fake):
     make_table, set_times, exe = fake
     set_times(a=110.0)
