@@ -4,6 +4,7 @@
 #include <queue>
 
 #include "models/sc_ps.h"
+#include "models/seeded.h"
 #include "sim/engine/simulation.h"
 
 namespace vspyre {
@@ -100,16 +101,7 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
 double Card::now_ps() const { return now_ps_fast(); }
 
 uint64_t Card::launch_jitter_ps(uint64_t launch, uint32_t core) const {
-  if (m_launch_jitter_ps == 0) return 0;
-  // splitmix64 over (seed, launch, core): the same on every platform and in every scheduler.
-  uint64_t z = m_launch_seed * 0x9e3779b97f4a7c15ull + (launch << 20) + core + 1;
-  for (int round = 0; round < 2; ++round) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-  }
-  return z % m_launch_jitter_ps;
+  return seeded_below(m_launch_jitter_ps, m_launch_seed, launch, core);
 }
 
 double Card::host_transfer(bool to_device, uint64_t bytes, double t_ps) {
@@ -131,10 +123,13 @@ double Card::run(std::vector<std::vector<CoreOp>> programs) {
                      std::to_string(m_cores.size()) + " cores");
   const double start = now_ps();
   const uint64_t launch = m_launches++;
+  // The key of this launch's draws in the cores (each DMA operation's setup jitter).
+  const uint64_t key = mix64(mix64(m_launch_seed) ^ launch);
   for (size_t i = 0; i < m_cores.size(); ++i)
     m_cores[i]->load(i < programs.size() ? std::move(programs[i]) : std::vector<CoreOp>{},
                      start + static_cast<double>(i) * m_launch_skew_ps +
-                         static_cast<double>(launch_jitter_ps(launch, static_cast<uint32_t>(i))));
+                         static_cast<double>(launch_jitter_ps(launch, static_cast<uint32_t>(i))),
+                     key);
   if (m_events) {
     // Multi-sockets complete their bindings at the end of elaboration.
     if (sc_core::sc_get_status() == sc_core::SC_ELABORATION) sc_core::sc_start(sc_core::SC_ZERO_TIME);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "models/sc_ps.h"
+#include "models/seeded.h"
 #include "sim/engine/log.h"
 #include "sim/engine/simulation.h"
 
@@ -74,6 +75,12 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
                                      {"time a DMA engine spends on each operation before its first request "
                                       "(descriptor fetch and setup)", Provenance::Estimate})
                             .to_ps(m_clock_hz);
+  m_dma_op_jitter_ps = static_cast<uint64_t>(
+      dma.get_time("op_jitter", "0ns",
+                   {"each DMA operation's setup takes a further seeded uniform time in [0, this) (from "
+                    "card.launch_seed), so that the cores do not keep one order through a kernel",
+                    Provenance::Estimate})
+          .to_ps(m_clock_hz));
   m_dma_serial_runs = dma.get_choice("run_order", "pipelined", {"pipelined", "serial"},
                                      {"pipelined: a run's requests may leave while the previous run's are in "
                                       "flight; serial: an operation whose runs are longer than one stick starts "
@@ -111,16 +118,20 @@ void Core::before_end_of_elaboration() {
                       sc_core::sc_gen_unique_name(engine_name(static_cast<Engine>(e))));
 }
 
-void Core::load(std::vector<CoreOp> program, double start_ps) {
+void Core::load(std::vector<CoreOp> program, double start_ps, uint64_t launch_key) {
   for (uint32_t i = 0; i < program.size(); ++i)
     for (uint32_t d : program[i].deps)
       if (d >= i)
         throw std::invalid_argument(path() + ": operation " + std::to_string(i) +
                                     " depends on a later operation " + std::to_string(d));
   m_program = std::move(program);
-  if (m_dma_op_latency_ps > 0)
-    for (CoreOp& op : m_program)
-      if ((op.engine == Engine::Load || op.engine == Engine::Store) && op.bytes > 0) op.extra_ps += m_dma_op_latency_ps;
+  if (m_dma_op_latency_ps > 0 || m_dma_op_jitter_ps > 0)
+    for (uint32_t i = 0; i < m_program.size(); ++i) {
+      CoreOp& op = m_program[i];
+      if ((op.engine == Engine::Load || op.engine == Engine::Store) && op.bytes > 0)
+        op.extra_ps += m_dma_op_latency_ps +
+                       static_cast<double>(seeded_below(m_dma_op_jitter_ps, launch_key, static_cast<uint64_t>(index()), i));
+    }
   for (auto& v : m_by_engine) v.clear();
   for (uint32_t i = 0; i < m_program.size(); ++i) m_by_engine[static_cast<int>(m_program[i].engine)].push_back(i);
   ++m_generation;

@@ -128,8 +128,9 @@ class Core : public Component {
 
   CoreId id() const { return CoreId{static_cast<uint32_t>(index() < 0 ? 0 : index())}; }
   // Loads a program to run from `start_ps`; Card::run starts core i at i x card.launch_skew plus
-  // its own seeded time within card.launch_jitter.
-  void load(std::vector<CoreOp> program, double start_ps);
+  // its own seeded time within card.launch_jitter. `launch_key` seeds the draws of
+  // dma.op_jitter (Card::run derives it from card.launch_seed and the launch's number).
+  void load(std::vector<CoreOp> program, double start_ps, uint64_t launch_key = 0);
   bool finished() const { return m_remaining == 0; }
   const std::vector<CoreOp>& program() const { return m_program; }  // the loaded program
   const std::vector<OpResult>& results() const { return m_results; }
@@ -214,6 +215,7 @@ class Core : public Component {
   double m_dma_issue_ps;
   bool m_dma_serial_runs = false;  // dma.run_order serial
   double m_dma_op_latency_ps = 0;  // dma.op_latency: per DMA operation, before its first request
+  uint64_t m_dma_op_jitter_ps = 0;  // dma.op_jitter: a seeded extra in [0, this) per DMA operation
   bool m_dma_flow = false;
   bool m_event_driven = false;
 

@@ -841,6 +841,23 @@ TEST_CASE("run: card.launch_jitter and launch_seed: the same seed gives the same
   }
 }
 
+TEST_CASE("run: dma.op_jitter lengthens each DMA operation's setup by a seeded draw below it", "[run]") {
+  // neg_2048x1024_c32: four loads and four stores per core. Each takes a further uniform
+  // [0, op_jitter) before its first request, so with 1 us the kernel is longer by more than 1 us
+  // (the slowest of 32 cores' sums of eight draws) and by less than 8 us (eight whole draws) plus
+  // what the shifted requests change in the memory (76.4 -> 83.3 us).
+  RUN_REQUIRE_DIR(k_fixtures / "neg_2048x1024_c32");
+  const double none = kernel_us("neg_2048x1024_c32", {"card.core.dma.op_jitter=0ns"});
+  const double us1 = kernel_us("neg_2048x1024_c32", {"card.core.dma.op_jitter=1us"});
+  CHECK(us1 > none + 1.0);
+  CHECK(us1 < none + 8.0 * 1.25);
+  CHECK(kernel_us("neg_2048x1024_c32", {"card.core.dma.op_jitter=1us", "card.launch_seed=2"}) != us1);
+  CHECK(kernel_us("neg_2048x1024_c32", {"card.core.dma.op_jitter=1us"}) == us1);
+  const auto r = cli({"run", (k_fixtures / "neg_2048x1024_c32").string(), "--no-data", "-p", "card.core.dma.op_jitter=-1ns"});
+  CHECK(r.code != 0);
+  CHECK_THAT(r.err, Catch::Contains("op_jitter"));
+}
+
 TEST_CASE("run: card.tie_order names its choices", "[run]") {
   const auto r = cli({"run", (k_fixtures / "neg_2048x1024_c32").string(), "--no-data", "-p", "card.tie_order=middle"});
   CHECK(r.code != 0);
