@@ -745,12 +745,12 @@ TEST_CASE("run: a batched matmul's time does not hang on the order of simultaneo
   // 7376 us with ties to the lower core and 7384 with ties to the higher. The control: at 1 us
   // matmul_b2_n25600_default takes 12104 against 7683 us (at 2 us it took 9485 against 7433
   // until stop 31's refit of the memory, which brought it to 7762 against 7695).
-  // Ties need the cores to start in the same picosecond: with the default launch jitter they
-  // hardly meet (stop 31), so the cores start together here.
+  // Ties need the cores to start in the same picosecond and to keep in step: with the default
+  // launch and operation jitters they hardly meet (stop 31), so both are off here.
   for (const char* f : {"matmul_b8_batch_outer", "matmul_b2_n25600_default"}) RUN_REQUIRE_DIR(k_fixtures / f);
   auto run = [&](const char* fixture, const char* order, const char* window) {
     std::vector<std::string> params = {"card.scheduler=events", std::string("card.tie_order=") + order,
-                                       "card.launch_jitter=0ns"};
+                                       "card.launch_jitter=0ns", "card.core.dma.op_jitter=0ns"};
     if (window) params.push_back(std::string("card.memory.coalesce_window=") + window);
     return kernel_us(fixture, params);
   };
@@ -764,9 +764,9 @@ TEST_CASE("run: a batched matmul's time does not hang on the order of simultaneo
 
 TEST_CASE("run: card.launch_skew starts core i i x the skew after core 0, in both schedulers",
           "[run]") {
-  // neg_2048x1024_c32 takes 76.5 us with the cores started within the default launch jitter.
+  // neg_2048x1024_c32 takes 78.0 us with the cores started within the default launch jitter.
   // With a skew of 1 us the last core starts 31 us after the first and the kernel ends no earlier
-  // than that (threads 119.0 us, events 121.3); the two schedulers start the cores alike.
+  // than that (threads 121.2 us, events 121.5); the two schedulers start the cores alike.
   RUN_REQUIRE_DIR(k_fixtures / "neg_2048x1024_c32");
   auto us = [&](const char* skew, const char* scheduler) {
     const std::vector<std::string> p = {std::string("card.launch_skew=") + skew,
@@ -887,8 +887,8 @@ TEST_CASE("run: one core reads as fast in the flow DMA model as request by reque
   // 1484 with the load; request by request 1500. With refresh spread (memory.refresh, the
   // default since 2026-12-03) and the DMA setup time: flow 1508, request 1398 (the request model
   // waits a lone request's mean, which does not grow with the load), the card 1499. Since stop
-  // 31's memory refit (write_batch 640 B, t_frontend 65 ns): flow 1556, request 1446; one core
-  // reads 48.8 GB/s in flow, 49.6 request by request.
+  // 31's memory refit (write_batch 640 B, t_frontend 65 ns) and DMA setup jitter: flow 1554,
+  // request 1439; one core reads 48.8 GB/s in flow, 49.6 request by request.
   RUN_REQUIRE_DIR(k_fixtures / "add_4096x4096_c1");
   auto add = [&](const char* model) { return kernel_us("add_4096x4096_c1", {std::string("card.core.dma.model=") + model}); };
   CHECK(add("flow") == Approx(add("request")).epsilon(0.10));
