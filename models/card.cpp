@@ -37,7 +37,8 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
                                        "(0: every core starts in the same picosecond)",
                                        Provenance::Estimate, "not public; bench/validation/README.md (stop 31)"});
   m_launch_seed = static_cast<uint64_t>(
-      p.get_int("launch_seed", 1, {"seed of the cores' start times within card.launch_jitter", Provenance::Override},
+      p.get_int("launch_seed", 1, {"seed of the cores' start times (card.launch_jitter) and of each DMA operation's "
+                                   "setup jitter (core.dma.op_jitter)", Provenance::Override},
                 0));
   ParamReader& plan = p.group("plan", "how bundles are lowered to per-core schedules");
   m_tile_target = plan.get_size("tile_target", "64KiB",
