@@ -28,10 +28,10 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   // No card starts its cores in the same picosecond. Each core starts at its own time within
   // launch_jitter of the launch, drawn from card.launch_seed (again at every launch). It is the
   // cores' order more than the size that matters: with the request model, any jitter from 1 to
-  // 50 ns gives the validation table within 0.1 point, and two seeds differ by a median of 0.24 %
-  // per row; starting all cores in the same picosecond (0) is a singular case that moved 190 of
-  // the 712 rows by more than 5 % against any jittered start (bench/validation/README.md,
-  // 2026-12-04, stop 31).
+  // 50 ns gives the validation table within 0.1 point; starting all cores in the same picosecond
+  // (0) is a singular case that moved 190 of the 712 rows by more than 5 % against any jittered
+  // start. With core.dma.op_jitter as well, three seeds move 25 rows by more than 5 % and the
+  // table's MAPE by 0.04 point (bench/validation/README.md, 2026-12-04, stop 31).
   const TimeValue jitter = p.get_time("launch_jitter", "5ns",
                                       {"each core starts at a seeded uniform time in [0, this) after the launch "
                                        "(0: every core starts in the same picosecond)",

@@ -391,6 +391,11 @@ def vspyre_version(vspyre):
 # Validation
 
 
+def rows_over_25(rows):
+    """How many of these counted rows vspyre misses by more than 25 %."""
+    return sum(1 for o in rows if abs(o["error_percent"]) > 25)
+
+
 def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05, select=None,
              progress=None):
     """Run every fixture of the table; returns the result dict (the --json object)."""
@@ -526,7 +531,7 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
             "n": len(c),
             "mape_percent": mape([o["predicted"] for o in c], [o["measured"] for o in c]),
             "mean_signed_error_percent": sum(o["error_percent"] for o in c) / len(c),
-            "rows_over_25_percent": sum(1 for o in c if abs(o["error_percent"]) > 25),
+            "rows_over_25_percent": rows_over_25(c),
             "mape_points": sum(abs(o["error_percent"]) for o in c) / len(counted),
             "worst_row": worst["id"],
             "worst_error_percent": worst["error_percent"],
@@ -540,7 +545,7 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
                        "vspyre_mape_percent": mape([o["predicted"] for o in c], [o["measured"] for o in c]),
                        "rows_over_25_percent": sum(1 for o in c if abs(o["other_model_us"] - o["measured"])
                                                    > 0.25 * o["measured"]),
-                       "vspyre_rows_over_25_percent": sum(1 for o in c if abs(o["error_percent"]) > 25)}
+                       "vspyre_rows_over_25_percent": rows_over_25(c)}
     ratios = [o for o in out_rows if o["type"] == "M-ratio" and o.get("status") == "ok"]
     ranges = [o for o in out_rows if "in_range" in o]
     res = {
@@ -830,10 +835,6 @@ def seed_overlay(config, seed, tmp):
     return path
 
 
-def over25(res):
-    return sum(1 for o in res["rows"] if o["counted"] and abs(o["error_percent"]) > 25)
-
-
 def add_seed_spread(res, others):
     """Adds res["launch_seeds"] (and a per-row "seed_range_us") from the runs of the same table
     with other card.launch_seed values: {seed: result}. Only counted rows are compared."""
@@ -852,7 +853,8 @@ def add_seed_spread(res, others):
     res["launch_seeds"] = {
         "seeds": ["config"] + [int(s) for s in others],
         "mape_percent": [res["mape_percent"]] + [r["mape_percent"] for r in others.values()],
-        "rows_over_25_percent": [over25(res)] + [over25(r) for r in others.values()],
+        "rows_over_25_percent": [rows_over_25(o for o in r["rows"] if o["counted"])
+                                 for r in [res, *others.values()]],
         "rows_compared": len(spread),
         "rows_spread_over_5_percent": sum(1 for v in spread.values() if v > 5.0),
         "rows_spread_over_10_percent": sum(1 for v in spread.values() if v > 10.0),

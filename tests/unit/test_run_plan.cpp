@@ -99,7 +99,8 @@ CliResult cli(const std::vector<std::string>& args) {
 }
 
 // `vspyre run FIXTURE --json --no-data -p P...` (one simulation per process): its kernel time, us.
-double kernel_us(const char* fixture, const std::vector<std::string>& params = {}) {
+// `vspyre run FIXTURE --json --no-data -p ...`: its output, the run required to succeed.
+std::string run_json(const char* fixture, const std::vector<std::string>& params = {}) {
   std::vector<std::string> args = {"run", (k_fixtures / fixture).string(), "--json", "--no-data"};
   for (const auto& p : params) {
     args.push_back("-p");
@@ -107,7 +108,11 @@ double kernel_us(const char* fixture, const std::vector<std::string>& params = {
   }
   const auto r = cli(args);
   REQUIRE(r.code == 0);
-  return nlohmann::json::parse(r.out)["kernel_time_us"].get<double>();
+  return r.out;
+}
+
+double kernel_us(const char* fixture, const std::vector<std::string>& params = {}) {
+  return nlohmann::json::parse(run_json(fixture, params))["kernel_time_us"].get<double>();
 }
 
 size_t count_kind(const plan::Plan& p, plan::Op::Kind k) {
@@ -816,16 +821,7 @@ TEST_CASE("run: card.launch_jitter and launch_seed: the same seed gives the same
   // With every core starting in the same picosecond the request model's results hang on that
   // (bench/validation/README.md, stop 31); the jitter is the default, the seed picks one draw.
   RUN_REQUIRE_DIR(k_fixtures / "neg_2048x1024_c32");
-  auto json = [&](std::vector<std::string> p) {
-    std::vector<std::string> args = {"run", (k_fixtures / "neg_2048x1024_c32").string(), "--json", "--no-data"};
-    for (const auto& x : p) {
-      args.push_back("-p");
-      args.push_back(x);
-    }
-    const auto r = cli(args);
-    REQUIRE(r.code == 0);
-    return r.out;
-  };
+  auto json = [&](const std::vector<std::string>& p) { return run_json("neg_2048x1024_c32", p); };
   const std::string a = json({}), b = json({"card.launch_seed=1"});
   CHECK(a == b);  // seed 1 is the default; bit-identical output, stats included
   const auto t = [](const std::string& out) { return nlohmann::json::parse(out)["kernel_time_us"].get<double>(); };
