@@ -61,6 +61,31 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
       "reduce_across_stick", 0.0,
       {"cycles per element of a reduction over the stick dim (a row max/sum across the lanes); 0: its op class",
        Provenance::Estimate});
+  {
+    // Not the card's: how much of a long stage is simulated. Off: every tile of every stage.
+    ParamReader& smp = p.group("sample", "sampled simulation of long periodic stages (a speed choice, not the card's)");
+    m_sample.enabled = smp.get_bool(
+        "enabled", false,
+        {"sampled simulation: in a stage whose cores all run at least min_tiles tiles, each stretch of tiles "
+         "that repeats (with a period of 1-64 tiles) is simulated for warmup tiles, then measure tiles, then "
+         "skip_ratio x measure tiles are skipped and take each core's measured time per tile, and so on, "
+         "keeping its last tail tiles; results are estimates (bench/validation/README.md, 2026-12-04)",
+         Provenance::Override});
+    m_sample.min_tiles = static_cast<uint32_t>(smp.get_int(
+        "min_tiles", 64, {"a stage with fewer tiles per core is simulated whole", Provenance::Override}, 4, 1 << 30));
+    m_sample.warmup = static_cast<uint32_t>(smp.get_int(
+        "warmup", 4, {"tiles simulated before the measurement (not measured)", Provenance::Override}, 1, 1 << 20));
+    m_sample.measure = static_cast<uint32_t>(
+        smp.get_int("measure", 32,
+                    {"tiles whose time per tile stands for the skipped ones (rounded up to whole periods)",
+                     Provenance::Override},
+                    1, 1 << 20));
+    m_sample.skip_ratio = static_cast<uint32_t>(smp.get_int(
+        "skip_ratio", 2, {"tiles skipped after each measured window, per tile measured", Provenance::Override}, 1,
+        1 << 20));
+    m_sample.tail = static_cast<uint32_t>(smp.get_int(
+        "tail", 4, {"last tiles simulated (the stage's drain)", Provenance::Override}, 1, 1 << 20));
+  }
   const std::string scheduler = p.get_choice(
       "scheduler", "auto", {"auto", "threads", "events"},
       {"how the cores' engines are run: threads (one SystemC thread per engine, each running ahead by "

@@ -13,6 +13,18 @@
 
 namespace vspyre {
 
+// Sampled simulation of long stages (card.sample; a speed choice, not the card's): a stage whose
+// cores all run the same number of tiles, periodic after a warm-up, is simulated for its first
+// warmup + measure tiles and its last `tail`; the tiles between are not simulated, each core's
+// time over them is its measured time per tile, and the busy times are scaled from the measured
+// ones (models/plan_runner.cpp, sample_stage).
+struct SampleParams {
+  bool enabled = false;
+  uint32_t min_tiles = 0;  // a stage with fewer tiles per core is simulated whole
+  uint32_t warmup = 0, measure = 0, tail = 0;
+  uint32_t skip_ratio = 0;  // tiles skipped per tile measured
+};
+
 class Card : public Component {
  public:
   Card(const sc_core::sc_module_name& name, BuildContext& ctx);
@@ -42,6 +54,7 @@ class Card : public Component {
   double sfp_cycles_reduce_across_stick() const { return m_sfp_reduce_across_stick; }
   uint64_t tile_target_bytes() const { return m_tile_target; }
   bool sfp_primary_order() const { return m_sfp_primary_order; }
+  const SampleParams& sample() const { return m_sample; }
 
   tlm_utils::simple_initiator_socket<Card> host_port;
 
@@ -67,6 +80,7 @@ class Card : public Component {
   double m_sfp_simple = 1, m_sfp_divide = 1, m_sfp_transcendental = 1, m_sfp_reduce_across_stick = 0;
   uint64_t m_tile_target = 0;
   bool m_sfp_primary_order = false;
+  SampleParams m_sample;
   bool m_events = false;
   bool m_ties_high = false;  // card.tie_order: higher_core
   Scalar& m_runs;

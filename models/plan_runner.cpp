@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
+#include "models/seeded.h"
 #include "sim/engine/error.h"
 
 namespace vspyre {
@@ -112,6 +114,247 @@ std::vector<std::vector<CoreOp>> stage_programs(const plan::Stage& stage) {
   return progs;
 }
 
+namespace {
+
+// How one stage is sampled (card.sample). A stage's tiles fall into stretches that repeat with
+// some period (a matmul's K loop and its store; the remainder columns after the full ones); in
+// each stretch long enough, the tiles [skip, skip + skipped) are not simulated and take each
+// core's time per tile over the tiles [measure, skip) just before them, which follow `warmup`
+// tiles of the stretch.
+struct SampleRegion {
+  uint32_t period = 0, measure = 0, skip = 0, skipped = 0;  // in tiles
+  // Per core (index = core): the ops of the measured tiles in the cut program, [from, to).
+  std::vector<std::pair<uint32_t, uint32_t>> ops;
+};
+struct StageSample {
+  bool active() const { return !regions.empty(); }
+  uint32_t tiles = 0;
+  std::vector<SampleRegion> regions;
+  uint64_t dma_bytes_all = 0, dma_bytes_kept = 0;
+};
+
+// The longest period (in tiles) a sampled stretch may have: a matmul's K loop of 32 tiles and
+// its store is one period.
+constexpr uint32_t kMaxPeriod = 64;
+
+uint64_t hash_in(uint64_t h, uint64_t v) { return mix64(h ^ v) + 0x9e3779b97f4a7c15ull; }
+uint64_t hash_in(uint64_t h, double v) {
+  uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof b);
+  return hash_in(h, b);
+}
+
+// Everything about a tile's ops that its timing depends on, except where its DMA goes: kinds,
+// sizes, patterns, compute shapes, fixed costs, ring destinations relative to the core, and
+// dependencies relative to the tile's first op.
+uint64_t tile_signature(const plan::CoreProgram& cp, uint32_t begin, uint32_t end) {
+  uint64_t h = hash_in(0, static_cast<uint64_t>(end - begin));
+  for (uint32_t j = begin; j < end; ++j) {
+    const plan::Op& op = cp.ops(static_cast<int>(j));
+    h = hash_in(h, static_cast<uint64_t>(op.kind()));
+    h = hash_in(h, op.bytes());
+    h = hash_in(h, op.run_bytes());
+    for (const auto& lv : op.levels()) h = hash_in(hash_in(h, lv.count()), lv.stride());
+    h = hash_in(h, op.m());
+    h = hash_in(h, op.k());
+    h = hash_in(h, op.n());
+    h = hash_in(h, static_cast<uint64_t>(op.bits()));
+    h = hash_in(h, op.elements());
+    h = hash_in(h, op.cycles_per_element());
+    h = hash_in(h, op.fixed_ps());
+    h = hash_in(h, op.lx_bytes());
+    h = hash_in(h, static_cast<uint64_t>(op.runs()));
+    h = hash_in(h, static_cast<uint64_t>(static_cast<int64_t>(op.dst_core()) - static_cast<int64_t>(cp.core())));
+    h = hash_in(h, static_cast<uint64_t>(op.deps_size()));
+    for (uint32_t d : op.deps()) h = hash_in(h, static_cast<uint64_t>(static_cast<int64_t>(d) - static_cast<int64_t>(begin)));
+  }
+  return h;
+}
+
+// Decides whether `stage` is sampled and, if so, cuts `progs` (stage_programs(stage)) down to the
+// simulated tiles. A stage is sampled when every core with ops lists them once, tile by tile in
+// ascending order, and every such core runs the same number of tiles, at least min_tiles. Its
+// stretches are found greedily: from the first tile not yet decided, the period (1-kMaxPeriod
+// tiles, the same on every core) whose stretch lets the most tiles be skipped, keeping warmup +
+// measure tiles before the gap and `tail` after it.
+StageSample sample_stage(const plan::Stage& stage, const SampleParams& sp, std::vector<std::vector<CoreOp>>& progs) {
+  StageSample s;
+  if (!sp.enabled) return s;
+  std::vector<char> seen(progs.size(), 0);
+  std::vector<const plan::CoreProgram*> cps;
+  std::vector<std::vector<uint32_t>> starts;  // per listed core: each tile's first op, then the op count
+  uint32_t tiles = 0;
+  for (const auto& cp : stage.cores()) {
+    if (cp.ops_size() == 0) continue;
+    if (seen[cp.core()]) return s;
+    seen[cp.core()] = 1;
+    std::vector<uint32_t> st;
+    for (int i = 0; i < cp.ops_size(); ++i) {
+      const uint32_t t = cp.ops(i).tile();
+      if (i > 0 && t < cp.ops(i - 1).tile()) return s;  // not tile by tile
+      if (i == 0 || t != cp.ops(i - 1).tile()) st.push_back(static_cast<uint32_t>(i));
+    }
+    st.push_back(static_cast<uint32_t>(cp.ops_size()));
+    const uint32_t n = static_cast<uint32_t>(st.size() - 1);
+    if (!cps.empty() && n != tiles) return s;
+    tiles = n;
+    cps.push_back(&cp);
+    starts.push_back(std::move(st));
+  }
+  if (cps.empty() || tiles < sp.min_tiles) return s;
+  std::vector<std::vector<uint64_t>> sig(cps.size());
+  for (size_t c = 0; c < cps.size(); ++c) {
+    sig[c].resize(tiles);
+    for (uint32_t t = 0; t < tiles; ++t) sig[c][t] = tile_signature(*cps[c], starts[c][t], starts[c][t + 1]);
+  }
+  // same[Q][t]: tile t and tile t + Q look the same on every core.
+  const uint32_t maxq = std::min(kMaxPeriod, tiles / 2);
+  std::vector<std::vector<char>> same(maxq + 1);
+  for (uint32_t Q = 1; Q <= maxq; ++Q) {
+    same[Q].assign(tiles, 0);
+    for (uint32_t t = 0; t + Q < tiles; ++t) {
+      bool eq = true;
+      for (size_t c = 0; c < cps.size() && eq; ++c) eq = sig[c][t] == sig[c][t + Q];
+      same[Q][t] = eq;
+    }
+  }
+  // A kept op after the gap [a, a + S) that depends on a skipped op depends instead on its
+  // counterpart S tiles earlier, which must lie in the stretch (from p).
+  auto deps_ok = [&](uint32_t p, uint32_t a, uint32_t S) {
+    for (size_t c = 0; c < cps.size(); ++c) {
+      const auto& st = starts[c];
+      const int64_t R = static_cast<int64_t>(st[a + S]) - st[a];
+      for (uint32_t j = st[a + S]; j < st[tiles]; ++j)
+        for (uint32_t d : cps[c]->ops(static_cast<int>(j)).deps())
+          if (d >= st[a] && d < st[a + S] && static_cast<int64_t>(d) - R < static_cast<int64_t>(st[p])) return false;
+    }
+    return true;
+  };
+  // The stretches that skip the most tiles in all (dynamic programming from the last tile):
+  // most[t] is the most tiles skippable in [t, tiles); a stretch taken at t repeats with period
+  // Q from t to run_end, measures M tiles after `warmup` and keeps `tail` tiles before run_end.
+  std::vector<std::vector<uint32_t>> run_end(maxq + 1);
+  for (uint32_t Q = 1; Q <= maxq; ++Q) {
+    run_end[Q].assign(tiles + 1, 0);
+    uint32_t e = tiles;
+    for (uint32_t t = tiles; t-- > 0;) {
+      if (!same[Q][t]) e = t;
+      run_end[Q][t] = e;  // tiles [t, e + Q) repeat with period Q (when same[Q][t])
+    }
+  }
+  // The gaps of a stretch taken at t with period Q (tiles [t, e) repeating): warmup tiles, then
+  // measure tiles and a gap of up to `skip_ratio` times as many, again and again, keeping at
+  // least `tail` tiles before e. Measuring along the whole stretch averages over where its tiles'
+  // data lie (the channels and rows their addresses reach), which one window would not.
+  auto stretch = [&](uint32_t t, uint32_t Q, uint32_t e, std::vector<SampleRegion>* out) {
+    const uint32_t M = (sp.measure + Q - 1) / Q * Q;
+    const uint32_t G = std::max<uint32_t>(Q, M * sp.skip_ratio / Q * Q);
+    uint32_t x = t + sp.warmup, skipped = 0;
+    while (x + M + Q + sp.tail <= e) {
+      const uint32_t a = x + M;
+      const uint32_t S = std::min(G, (e - sp.tail - a) / Q * Q);
+      if (out) out->push_back(SampleRegion{Q, x, a, S, {}});
+      skipped += S;
+      x = a + S;
+    }
+    return std::make_pair(skipped, x);  // tiles skipped, and the first tile after the last gap
+  };
+  std::vector<uint32_t> most(tiles + 1, 0);
+  std::vector<uint32_t> take(tiles + 1, 0);  // the period of the stretch taken at t (0: none)
+  for (uint32_t t = tiles; t-- > 0;) {
+    most[t] = most[t + 1];
+    for (uint32_t Q = 1; Q <= maxq; ++Q) {
+      if (!same[Q][t]) continue;
+      // A stretch that repeats with a divisor of Q as far: Q is not its period.
+      bool multiple = false;
+      for (uint32_t d = 1; d < Q && !multiple; ++d)
+        multiple = Q % d == 0 && same[d][t] && run_end[d][t] + d >= run_end[Q][t] + Q;
+      if (multiple) continue;
+      const auto [S, next] = stretch(t, Q, std::min(tiles, run_end[Q][t] + Q), nullptr);
+      if (S > 0 && S + most[next] > most[t]) {
+        most[t] = S + most[next];
+        take[t] = Q;
+      }
+    }
+  }
+  std::vector<SampleRegion> found;
+  for (uint32_t t = 0; t < tiles;) {
+    const uint32_t Q = take[t];
+    if (Q == 0) {
+      ++t;
+      continue;
+    }
+    std::vector<SampleRegion> regs;
+    const uint32_t next = stretch(t, Q, std::min(tiles, run_end[Q][t] + Q), &regs).second;
+    uint32_t lo = t;  // kept tiles since the stretch's start or its previous gap
+    for (auto& rg : regs) {
+      if (deps_ok(lo, rg.skip, rg.skipped)) found.push_back(std::move(rg));
+      lo = rg.skip + rg.skipped;
+    }
+    t = next;
+  }
+  if (found.empty()) return s;
+  s.tiles = tiles;
+  for (auto& reg : found) {
+    reg.ops.assign(progs.size(), {0, 0});
+    s.regions.push_back(std::move(reg));
+  }
+  const size_t G = s.regions.size();
+  for (size_t c = 0; c < cps.size(); ++c) {
+    const uint32_t core = cps[c]->core();
+    const auto& st = starts[c];
+    std::vector<CoreOp>& prog = progs[core];
+    const uint32_t n = static_cast<uint32_t>(prog.size());
+    // Gap g holds ops [lo[g], hi[g]); an op in it stands for its counterpart R[g] ops earlier.
+    std::vector<uint32_t> lo(G), hi(G), R(G);
+    for (size_t g = 0; g < G; ++g) {
+      lo[g] = st[s.regions[g].skip];
+      hi[g] = st[s.regions[g].skip + s.regions[g].skipped];
+      R[g] = hi[g] - lo[g];
+    }
+    auto gap_of = [&](uint32_t d) -> size_t {  // G when d is in no gap
+      const size_t g = static_cast<size_t>(std::upper_bound(lo.begin(), lo.end(), d) - lo.begin());
+      return g > 0 && d < hi[g - 1] ? g - 1 : G;
+    };
+    // A kept op after a gap that depended on an op in it depends on its counterpart instead (the
+    // tiles repeat, so the counterpart is the same op R ops earlier).
+    constexpr uint32_t kNone = UINT32_MAX;
+    std::vector<uint32_t> nidx(n, kNone);
+    std::vector<CoreOp> kept;
+    kept.reserve(n);
+    size_t g = 0;
+    for (uint32_t j = 0; j < n;) {
+      if (g < G && j == lo[g]) {
+        s.regions[g].ops[core] = {nidx[st[s.regions[g].measure]], static_cast<uint32_t>(kept.size())};
+        j = hi[g];
+        ++g;
+        continue;
+      }
+      CoreOp& op = prog[j];
+      DepList deps;
+      for (uint32_t d : op.deps) {
+        const size_t dg = gap_of(d);
+        deps.push_back(nidx[dg == G ? d : d - R[dg]]);
+      }
+      op.deps = std::move(deps);
+      nidx[j] = static_cast<uint32_t>(kept.size());
+      kept.push_back(std::move(op));
+      ++j;
+    }
+    for (uint32_t j = 0; j < n; ++j) {
+      const plan::Op& pop = cps[c]->ops(static_cast<int>(j));
+      if (pop.kind() == plan::Op::DMA_IN || pop.kind() == plan::Op::DMA_OUT) {
+        s.dma_bytes_all += pop.bytes();
+        if (nidx[j] != kNone) s.dma_bytes_kept += pop.bytes();
+      }
+    }
+    prog = std::move(kept);
+  }
+  return s;
+}
+
+}  // namespace
+
 PlanResult run_plan(Card& card, const plan::Plan& plan) {
   PlanResult r;
   const uint32_t n = static_cast<uint32_t>(card.cores().size());
@@ -122,13 +365,65 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
   // by a coalesced read in flight, which cost no bus time.
   StatGroup& ms = card.memory().stats();
   const double moved0 = ms.get("bytes_read") + ms.get("bytes_written");
+  double moved_extra = 0;  // the memory's bytes in tiles card.sample skipped (estimated)
   for (const auto& stage : plan.stages()) {
     auto progs = stage_programs(stage);
     if (progs.size() > n)
       throw InputError("plan stage '" + stage.name() + "' uses core " + std::to_string(progs.size() - 1) +
                        " but the card has " + std::to_string(n) + " cores");
     const size_t cores = progs.size();
-    const double ps = card.run(std::move(progs));
+    const StageSample smp = sample_stage(stage, card.sample(), progs);
+    const double start = card.now_ps();
+    const double moved_before = ms.get("bytes_read") + ms.get("bytes_written");
+    double ps = card.run(std::move(progs));
+    if (smp.active()) {
+      // Each core's skipped tiles take its time per tile over the tiles measured just before each
+      // gap; the stage ends when the last core does. Busy times grow by the measured tiles' busy
+      // times in proportion to the tiles skipped, the memory's bytes by the skipped DMA bytes'.
+      std::vector<double> per_tile_sum(smp.regions.size(), 0.0);
+      uint32_t n_cores = 0;
+      double end = start;
+      for (size_t c = 0; c < cores; ++c) {
+        const Core& core = card.core(static_cast<uint32_t>(c));
+        const auto& prog = core.program();
+        const auto& res = core.results();
+        bool sampled_core = false;
+        double extra = 0;
+        for (size_t g = 0; g < smp.regions.size(); ++g) {
+          const SampleRegion& rg = smp.regions[g];
+          const auto [from, to] = rg.ops[c];
+          if (to == 0) continue;  // a core with no ops here
+          sampled_core = true;
+          double e_from = core.start_ps(), e_to = core.start_ps();
+          for (uint32_t j = 0; j < to; ++j) {
+            if (j == from) e_from = e_to;
+            e_to = std::max(e_to, res[j].end_ps);
+          }
+          const double measured = static_cast<double>(rg.skip - rg.measure);
+          const double per_tile = (e_to - e_from) / measured;
+          per_tile_sum[g] += per_tile;
+          extra += per_tile * rg.skipped;
+          const double k = rg.skipped / measured;
+          for (uint32_t j = from; j < to; ++j) {
+            const CoreOp& op = prog[j];
+            if (op.extra_ps > 0 && op.engine == Engine::Sfp && op.elements == 0) continue;
+            busy[static_cast<int>(op.engine)][c] += k * (res[j].end_ps - res[j].start_ps);
+          }
+        }
+        n_cores += sampled_core;
+        if (!prog.empty()) end = std::max(end, core.finish_ps() + extra);
+      }
+      ps = end - start;
+      const double moved_stage = ms.get("bytes_read") + ms.get("bytes_written") - moved_before;
+      if (smp.dma_bytes_kept > 0)
+        moved_extra +=
+            moved_stage * (static_cast<double>(smp.dma_bytes_all) / static_cast<double>(smp.dma_bytes_kept) - 1.0);
+      for (size_t g = 0; g < smp.regions.size(); ++g) {
+        const SampleRegion& rg = smp.regions[g];
+        r.sampled.push_back({stage.name(), smp.tiles, rg.period, rg.measure, rg.skip, rg.skipped,
+                             n_cores ? per_tile_sum[g] / n_cores : 0.0});
+      }
+    }
     r.kernel_ps += ps;
     r.stage_ps.emplace_back(stage.name(), ps);
     for (size_t c = 0; c < cores; ++c) {
@@ -169,7 +464,7 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
     for (int e = 0; e < kEngineCount; ++e) max_of[e] = std::max(max_of[e], busy[e][c] / T);
   }
   const double peak = card.memory().peak_bandwidth();  // bytes/s
-  const double moved = ms.get("bytes_read") + ms.get("bytes_written") - moved0;
+  const double moved = ms.get("bytes_read") + ms.get("bytes_written") - moved0 + moved_extra;
   const double mem_frac = peak > 0 ? moved / (peak * T * 1e-12) : 0;
   r.resources = {{"lpddr5", mem_frac},
                  {"dma_load", max_of[static_cast<int>(Engine::Load)]},
@@ -200,6 +495,15 @@ nlohmann::json PlanResult::to_json() const {
   const double k = per_core.empty() ? 1.0 : static_cast<double>(per_core.size());
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& [name, ps] : stage_ps) stages.push_back({{"name", name}, {"time_us", ps / 1e6}});
+  nlohmann::json sampling = nlohmann::json::array();
+  for (const auto& x : sampled)
+    sampling.push_back({{"stage", x.stage},
+                        {"tiles", x.tiles},
+                        {"period_tiles", x.period},
+                        {"measured_from", x.measure},
+                        {"skipped_from", x.first},
+                        {"skipped_tiles", x.skipped},
+                        {"time_per_tile_us", x.per_tile_ps / 1e6}});
   return {{"kernel_time_us", kernel_ps / 1e6},
           {"launch_us", launch_ps / 1e6},
           {"cores_used", cores_used},
@@ -209,7 +513,8 @@ nlohmann::json PlanResult::to_json() const {
           {"bottleneck", bottleneck},
           {"bottleneck_fraction", bottleneck_fraction},
           {"resources", resources},
-          {"stages", stages}};
+          {"stages", stages},
+          {"sampled_stages", sampling}};
 }
 
 std::string format_result(const PlanResult& r) {

@@ -31,6 +31,14 @@ struct PlanResult {
   double bottleneck_fraction = 0;
   nlohmann::json resources;   // every candidate's busy fraction
   std::vector<std::pair<std::string, double>> stage_ps;  // per stage
+  struct Sampled {  // a stage card.sample cut short
+    std::string stage;
+    // Tiles [first, first + skipped) were not simulated; they took the time per tile measured over
+    // [measure, first).
+    uint32_t tiles = 0, period = 0, measure = 0, first = 0, skipped = 0;
+    double per_tile_ps = 0;  // the cores' mean measured time per tile
+  };
+  std::vector<Sampled> sampled;
   nlohmann::json to_json() const;
 };
 
