@@ -144,14 +144,19 @@ uint64_t hash_in(uint64_t h, double v) {
   return hash_in(h, b);
 }
 
-// Everything about a tile's ops that its timing depends on, except where its DMA goes: kinds,
-// sizes, patterns, compute shapes, fixed costs, ring destinations relative to the core, and
-// dependencies relative to the tile's first op.
-uint64_t tile_signature(const plan::CoreProgram& cp, uint32_t begin, uint32_t end) {
+// Everything about a tile's ops that its timing depends on, short of where its DMA goes: kinds,
+// sizes, patterns, compute shapes, fixed costs, ring destinations relative to the core,
+// dependencies relative to the tile's first op, and each op's address less the same op's in the
+// previous tile [prev, begin) when that has as many ops.
+uint64_t tile_signature(const plan::CoreProgram& cp, uint32_t prev, uint32_t begin, uint32_t end) {
   uint64_t h = hash_in(0, static_cast<uint64_t>(end - begin));
+  const bool like_prev = prev < begin && begin - prev == end - begin;
   for (uint32_t j = begin; j < end; ++j) {
     const plan::Op& op = cp.ops(static_cast<int>(j));
     h = hash_in(h, static_cast<uint64_t>(op.kind()));
+    // How far its data lies from the previous tile's (the same op there): a tile stepping
+    // through one tensor and a tile jumping to another part of it are not alike.
+    if (like_prev) h = hash_in(h, op.addr() - cp.ops(static_cast<int>(j - (begin - prev))).addr());
     h = hash_in(h, op.bytes());
     h = hash_in(h, op.run_bytes());
     for (const auto& lv : op.levels()) h = hash_in(hash_in(h, lv.count()), lv.stride());
@@ -205,7 +210,7 @@ StageSample sample_stage(const plan::Stage& stage, const SampleParams& sp, std::
   std::vector<std::vector<uint64_t>> sig(cps.size());
   for (size_t c = 0; c < cps.size(); ++c) {
     sig[c].resize(tiles);
-    for (uint32_t t = 0; t < tiles; ++t) sig[c][t] = tile_signature(*cps[c], starts[c][t], starts[c][t + 1]);
+    for (uint32_t t = 0; t < tiles; ++t) sig[c][t] = tile_signature(*cps[c], starts[c][t > 0 ? t - 1 : 0], starts[c][t], starts[c][t + 1]);
   }
   // same[Q][t]: tile t and tile t + Q look the same on every core.
   const uint32_t maxq = std::min(kMaxPeriod, tiles / 2);
