@@ -545,6 +545,21 @@ std::string format_result(const PlanResult& r) {
     std::snprintf(buf, sizeof buf, "  %-40s %10.3f us\n", name.c_str(), ps / 1e6);
     s += buf;
   }
+  if (!r.sampled.empty()) {
+    // card.sample: say plainly that these times are partly extrapolated.
+    std::map<std::string, std::pair<uint32_t, uint32_t>> by_stage;  // skipped, tiles
+    std::vector<std::string> order;
+    for (const auto& x : r.sampled) {
+      auto [it, fresh] = by_stage.try_emplace(x.stage, 0u, x.tiles);
+      if (fresh) order.push_back(x.stage);
+      it->second.first += x.skipped;
+    }
+    for (const auto& name : order) {
+      std::snprintf(buf, sizeof buf, "sampled          %s: %u of %u tiles not simulated (card.sample)\n", name.c_str(),
+                    by_stage[name].first, by_stage[name].second);
+      s += buf;
+    }
+  }
   return s;
 }
 
