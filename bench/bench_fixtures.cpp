@@ -3,7 +3,8 @@
 // sweep_captured_<name>), with and without data:
 //   fixture/<name>/timing  lower + run the timing plan on the card (as `vspyre run --no-data`)
 //                          (named timing_flow on a card with the flow DMA model: run with
-//                          VSPYRE_CONFIG=configs/spyre_flow.yaml; one card per process)
+//                          VSPYRE_CONFIG=configs/spyre_flow.yaml; timing_sampled with
+//                          VSPYRE_CONFIG=configs/spyre_sampled.yaml; one card per process)
 //   fixture/<name>/data    the functional executor alone (sim/exec: ops in the device formats,
 //                          stick layouts, per-core slices), inputs already in device memory
 // Counters: sim_us (simulated kernel time), sim_over_host (simulated / host time of that
@@ -219,8 +220,10 @@ void register_all() {
   for (auto& f : fixtures()) {
     Fixture* p = &f;
     const bool large = f.macs > k_large_macs;
-    // Named after the DMA model of the card (VSPYRE_CONFIG=configs/spyre_flow.yaml: flow).
-    const std::string timing = card().cores().empty() || !card().core(0).dma_flow() ? "/timing" : "/timing_flow";
+    // Named after the DMA model of the card (VSPYRE_CONFIG=configs/spyre_flow.yaml: flow) and
+    // whether it samples long stages (VSPYRE_CONFIG=configs/spyre_sampled.yaml: card.sample).
+    const std::string timing = std::string(card().cores().empty() || !card().core(0).dma_flow() ? "/timing" : "/timing_flow") +
+                               (card().sample().enabled ? "_sampled" : "");
     auto t = benchmark::RegisterBenchmark(("fixture/" + f.name + timing).c_str(), BM_timing, p);
     auto d = benchmark::RegisterBenchmark(("fixture/" + f.name + "/data").c_str(), BM_data, p);
     for (auto* bm : {t, d}) {
