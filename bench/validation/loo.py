@@ -19,8 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # knob (dotted config path), grid, committed value, the rows (validate --rows regex) it is fitted on
 KNOBS = [
-    # Since stop 31 on every counted row (6a alone prefers 704-768 B with the DMA setup jitter).
-    ("card.memory.write_batch", ["576B", "640B", "704B", "768B"], "640B", "."),
+    # Since stop 31 on every counted row; refitted with reorder_rows 1 at stop 32.
+    ("card.memory.write_batch", ["768B", "832B", "896B", "960B", "1024B"], "896B", "."),
+    ("card.memory.reorder_rows", ["1", "2", "4"], "1", "."),
     ("card.core.dma.outstanding", ["2", "3", "4", "5"], "3", r"^add_(4096x4096|2048x8192)_c(1|2)$"),
     ("card.plan.sfp_cycles.reduce_across_stick", ["16", "19", "22", "25", "28"], "22", r"^amax_\d+x\d+_c(1|2|4)$"),
     ("card.memory.port_bandwidth", ["75GB/s", "80GB/s", "85GB/s", "90GB/s", "95GB/s"], "85GB/s",

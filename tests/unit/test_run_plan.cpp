@@ -963,7 +963,7 @@ TEST_CASE("run: card.sample skips the middle of a long elementwise stage and lan
           "[run][sample]") {
   // add 2048x16384 on 32 cores: 128 tiles per core, all alike after the first two (which wait
   // for no buffer). With the defaults (warmup 4, measure 32, skip_ratio 2, tail 4) a gap of 64
-  // tiles; the whole run is 1857.7 us, the sampled one 1859.0 (2026-12-04).
+  // tiles; the whole run is 1859.6 us, the sampled one 1862.1 (2026-12-04, stop 32's memory).
   RUN_REQUIRE_DIR(k_fixtures / "add_2048x16384_c32");
   using nlohmann::json;
   const json whole = json::parse(run_json("add_2048x16384_c32"));
@@ -1002,7 +1002,7 @@ TEST_CASE("run: card.sample skips the middle of a long elementwise stage and lan
 TEST_CASE("run: card.sample finds a matmul's period, a K loop and its store", "[run][sample]") {
   // bmm b4 1024x2048x1024 rrr on one core: 512 tiles, each output block a K loop of 32 tiles
   // whose last stores the block; the first block differs (its stores reuse no buffer). Whole:
-  // 17192 us; sampled 17178 (2026-12-04).
+  // 17192 us; sampled 17162 (2026-12-04, stop 32's memory).
   RUN_REQUIRE_DIR(k_fixtures / "bmm_b4_1024x2048x1024_rrr_c1");
   using nlohmann::json;
   const json whole = json::parse(run_json("bmm_b4_1024x2048x1024_rrr_c1"));
