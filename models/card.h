@@ -13,11 +13,11 @@
 
 namespace vspyre {
 
-// Sampled simulation of long stages (card.sample; a speed choice, not the card's): a stage whose
-// cores all run the same number of tiles, periodic after a warm-up, is simulated for its first
-// warmup + measure tiles and its last `tail`; the tiles between are not simulated, each core's
-// time over them is its measured time per tile, and the busy times are scaled from the measured
-// ones (models/plan_runner.cpp, sample_stage).
+// Sampled simulation of long stages (card.sample; a speed choice, not the card's): in a stage
+// whose cores all run the same number of tiles (at least min_tiles), each stretch of repeating
+// tiles is simulated for `warmup` tiles, then `measure` tiles, then skip_ratio x measure tiles
+// are left out and take each core's measured time per tile, and so on, keeping the stretch's
+// last `tail` tiles (models/plan_runner.cpp, sample_stage; models/README.md).
 struct SampleParams {
   bool enabled = false;
   uint32_t min_tiles = 0;  // a stage with fewer tiles per core is simulated whole

@@ -179,9 +179,9 @@ uint64_t tile_signature(const plan::CoreProgram& cp, uint32_t prev, uint32_t beg
 // Decides whether `stage` is sampled and, if so, cuts `progs` (stage_programs(stage)) down to the
 // simulated tiles. A stage is sampled when every core with ops lists them once, tile by tile in
 // ascending order, and every such core runs the same number of tiles, at least min_tiles. Its
-// stretches are found greedily: from the first tile not yet decided, the period (1-kMaxPeriod
-// tiles, the same on every core) whose stretch lets the most tiles be skipped, keeping warmup +
-// measure tiles before the gap and `tail` after it.
+// stretches (each repeating with a period of 1-kMaxPeriod tiles on every core) are the ones that
+// together skip the most tiles; a gap is dropped when a kept op's counterpart would fall outside
+// the kept tiles of its stretch.
 StageSample sample_stage(const plan::Stage& stage, const SampleParams& sp, std::vector<std::vector<CoreOp>>& progs) {
   StageSample s;
   if (!sp.enabled) return s;
