@@ -1022,4 +1022,9 @@ TEST_CASE("run: card.sample finds a matmul's period, a K loop and its store", "[
   CHECK(skipped >= 256);
   CHECK(s["kernel_time_us"].get<double>() == Approx(whole["kernel_time_us"].get<double>()).epsilon(0.02));
   CHECK(s["utilisation"]["pt_mean"].get<double>() == Approx(whole["utilisation"]["pt_mean"].get<double>()).epsilon(0.05));
+  // The text summary says so too, with the tiles left out.
+  const auto text = cli({"run", (k_fixtures / "bmm_b4_1024x2048x1024_rrr_c1").string(), "--no-data", "--config",
+                         std::string(VSPYRE_SOURCE_DIR) + "/configs/spyre_sampled.yaml"});
+  CHECK(text.code == 0);
+  CHECK_THAT(text.out, Catch::Contains(std::to_string(skipped) + " of 512 tiles not simulated (card.sample)"));
 }
