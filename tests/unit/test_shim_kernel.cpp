@@ -792,7 +792,10 @@ TEST_CASE("shim: a process that exits while matmuls run on its streams exits pro
                              "shim: exit helper 2 (run by the exit test): exit() with mm kernels queued and running"}) {
     INFO(helper);
     double secs = 0;
-    const std::optional<int> status = child_status(helper, std::chrono::seconds(15), &secs);
+    // The hang this guards against lasts forever (a pool thread joined at exit); the limit only
+    // has to outlast a slow child. Under TSan, beside the 8-thread stream stress test on a
+    // 2-CPU machine, helper 2 took over 15 s (CI run of 2026-12-04; alone: about 4 s).
+    const std::optional<int> status = child_status(helper, std::chrono::seconds(60), &secs);
     INFO("child: " << secs << " s");
     REQUIRE(status.has_value());  // else it hung at exit
     INFO("wait status " << *status);
