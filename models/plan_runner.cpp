@@ -116,6 +116,9 @@ std::vector<std::vector<CoreOp>> stage_programs(const plan::Stage& stage) {
 
 namespace {
 
+// Launch and barrier ops are fixed costs on the SFP's timeline, not an engine's work.
+bool is_engine_work(const CoreOp& op) { return !(op.extra_ps > 0 && op.engine == Engine::Sfp && op.elements == 0); }
+
 // How one stage is sampled (card.sample). A stage's tiles fall into stretches that repeat with
 // some period (a matmul's K loop and its store; the remainder columns after the full ones); in
 // each stretch long enough, the tiles [skip, skip + skipped) are not simulated and take each
@@ -394,25 +397,22 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
         const auto& res = core.results();
         bool sampled_core = false;
         double extra = 0;
+        // latest[j]: the latest end among the core's ops [0, j) (its start when none).
+        std::vector<double> latest(prog.size() + 1, core.start_ps());
+        for (size_t j = 0; j < prog.size(); ++j) latest[j + 1] = std::max(latest[j], res[j].end_ps);
         for (size_t g = 0; g < smp.regions.size(); ++g) {
           const SampleRegion& rg = smp.regions[g];
           const auto [from, to] = rg.ops[c];
           if (to == 0) continue;  // a core with no ops here
           sampled_core = true;
-          double e_from = core.start_ps(), e_to = core.start_ps();
-          for (uint32_t j = 0; j < to; ++j) {
-            if (j == from) e_from = e_to;
-            e_to = std::max(e_to, res[j].end_ps);
-          }
           const double measured = static_cast<double>(rg.skip - rg.measure);
-          const double per_tile = (e_to - e_from) / measured;
+          const double per_tile = (latest[to] - latest[from]) / measured;
           per_tile_sum[g] += per_tile;
           extra += per_tile * rg.skipped;
           const double k = rg.skipped / measured;
           for (uint32_t j = from; j < to; ++j) {
             const CoreOp& op = prog[j];
-            if (op.extra_ps > 0 && op.engine == Engine::Sfp && op.elements == 0) continue;
-            busy[static_cast<int>(op.engine)][c] += k * (res[j].end_ps - res[j].start_ps);
+            if (is_engine_work(op)) busy[static_cast<int>(op.engine)][c] += k * (res[j].end_ps - res[j].start_ps);
           }
         }
         n_cores += sampled_core;
@@ -437,7 +437,7 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
       const auto& res = core.results();
       for (size_t i = 0; i < prog.size() && i < res.size(); ++i) {
         const CoreOp& op = prog[i];
-        if (op.extra_ps > 0 && op.engine == Engine::Sfp && op.elements == 0) continue;  // launch / barrier: not engine work
+        if (!is_engine_work(op)) continue;
         used[c] = 1;
         busy[static_cast<int>(op.engine)][c] += res[i].end_ps - res[i].start_ps;
       }

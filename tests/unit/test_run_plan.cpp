@@ -98,8 +98,8 @@ CliResult cli(const std::vector<std::string>& args) {
   return r;
 }
 
-// `vspyre run FIXTURE --json --no-data -p P...` (one simulation per process): its kernel time, us.
-// `vspyre run FIXTURE --json --no-data -p ...`: its output, the run required to succeed.
+// `vspyre run FIXTURE --json --no-data -p P...` (one simulation per process): its output, the run
+// required to succeed.
 std::string run_json(const char* fixture, const std::vector<std::string>& params = {}) {
   std::vector<std::string> args = {"run", (k_fixtures / fixture).string(), "--json", "--no-data"};
   for (const auto& p : params) {
@@ -111,6 +111,7 @@ std::string run_json(const char* fixture, const std::vector<std::string>& params
   return r.out;
 }
 
+// The same run's kernel time, us.
 double kernel_us(const char* fixture, const std::vector<std::string>& params = {}) {
   return nlohmann::json::parse(run_json(fixture, params))["kernel_time_us"].get<double>();
 }
