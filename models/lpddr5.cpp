@@ -170,12 +170,19 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
        "bandwidth, on 32 about twice it"},
       0, 64);
   const double port_bw = p.get_bandwidth(
-      "port_bandwidth", "85GB/s",
+      "port_bandwidth", "95GB/s",
       {"bytes per second one port carries each way (reads to its cores, writes from them)", Provenance::Estimate,
        "fitted: amax on 8 and 16 cores (sweep_records.csv) read at the same rate"});
   if (ports > 0 && !(port_bw > 0))
     throw ConfigError(SourceLoc{path()}, path() + ".port_bandwidth: must be positive when ports > 0");
   if (ports > 0) m_port_ps_per_byte = 1e12 / port_bw;
+  // Each request also holds its port a fixed time (0: bytes only).
+  m_port_request_ps = p.get_time("port_request_time", "5ns",
+                                 {"time each request takes its port on top of its bytes (header, command slot)",
+                                  Provenance::Estimate, "fitted with port_bandwidth: validation table, stop 33"})
+                          .to_ps(data_rate * 1e6 / 8);
+  if (m_port_request_ps < 0)
+    throw ConfigError(SourceLoc{path()}, path() + ".port_request_time: must not be negative");
   m_ports.resize(static_cast<size_t>(ports));
   for (size_t i = 0; i < m_ports.size(); ++i) {
     StatGroup& g = stats().group("port_" + std::to_string(i));
@@ -480,7 +487,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
       // it does not cross that port again. A requester behind another port gets it across its
       // own, once per port.
       double finish = std::max(it->done, t + m_t.t_frontend);
-      copy_across(port_of(src), it->ports, bytes, t, 1.0, finish);
+      copy_across(port_of(src), it->ports, bytes, 1, t, 1.0, finish);
       m_last_done.max_with(finish);
       return finish;
     }
@@ -520,7 +527,7 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
   Port* const port = port_of(src);
   if (port) {
     prune_calendars();
-    done = std::max(done, cross_port(*port, is_write, bytes, t, 1.0));
+    done = std::max(done, cross_port(*port, is_write, bytes, 1, t, 1.0));
   }
   if (is_write) {
     ++m_writes;
@@ -631,16 +638,17 @@ void Lpddr5::prune_calendars() {
     for (auto& d : p.dir) d->prune_before(now_bin);
 }
 
-void Lpddr5::copy_across(Port* port, uint64_t& crossed, uint64_t bytes, double t_ps, double rate, double& finish) {
+void Lpddr5::copy_across(Port* port, uint64_t& crossed, uint64_t bytes, uint64_t requests, double t_ps, double rate,
+                         double& finish) {
   if (!port || (crossed & port_bit(port))) return;
   prune_calendars();
   crossed |= port_bit(port);
-  finish = std::max(finish, cross_port(*port, false, bytes, t_ps, rate) + m_t.t_frontend);
+  finish = std::max(finish, cross_port(*port, false, bytes, requests, t_ps, rate) + m_t.t_frontend);
 }
 
-double Lpddr5::cross_port(Port& port, bool is_write, uint64_t bytes, double t_ps, double rate) {
+double Lpddr5::cross_port(Port& port, bool is_write, uint64_t bytes, uint64_t requests, double t_ps, double rate) {
   *port.bytes[is_write ? 1 : 0] += static_cast<double>(bytes);
-  return port.dir[is_write ? 1 : 0]->place(t_ps, static_cast<double>(bytes) * m_port_ps_per_byte, rate);
+  return port.dir[is_write ? 1 : 0]->place(t_ps, port_ps(bytes, requests), rate);
 }
 
 Lpddr5::Port* Lpddr5::port_of(const TransferExt* x) {
@@ -878,7 +886,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   prune_calendars();
   double port_end = 0;
   Port* const port = port_of(&x);
-  if (port) port_end = cross_port(*port, is_write, bytes, t, rate_bytes * m_port_ps_per_byte);
+  if (port) port_end = cross_port(*port, is_write, bytes, requests, t, rate_bytes * port_ps(bytes, requests) / static_cast<double>(std::max<uint64_t>(bytes, 1)));
   const double end = std::max(m_flow->place(ready, need, rate_bus), port_end);
   add_load(ready, end, static_cast<double>(bytes));
   const double finish = end + m_t.t_frontend;
@@ -921,7 +929,8 @@ double Lpddr5::coalesced_stream(const TransferExt& x, FlowRecent& leader, uint64
   const double rate_bytes = requester_rate(x, req, run, bytes > run, request_latency_ps(req, false, 0.0));
   const double ready = t + m_t.t_rl;
   double finish = std::max(leader.done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
-  copy_across(port_of(&x), leader.ports, bytes, t, rate_bytes * m_port_ps_per_byte, finish);
+  copy_across(port_of(&x), leader.ports, bytes, requests, t,
+              rate_bytes * port_ps(bytes, requests) / static_cast<double>(std::max<uint64_t>(bytes, 1)), finish);
   ++m_coalesced;
   m_bytes_coalesced += static_cast<double>(bytes);
   m_reads += static_cast<double>(requests);

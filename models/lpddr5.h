@@ -96,6 +96,11 @@ class Lpddr5 : public Component {
   void set_requesters(uint32_t n) { m_requesters = n; }
   uint32_t ports() const { return static_cast<uint32_t>(m_ports.size()); }
   double port_bandwidth() const { return m_port_ps_per_byte > 0 ? 1e12 / m_port_ps_per_byte : 0.0; }
+  double port_request_ps() const { return m_port_request_ps; }
+  // What one port carries of requests of `bytes` each, bytes per second (port_request_time included).
+  double port_rate(uint64_t bytes) const {
+    return m_port_ps_per_byte > 0 ? static_cast<double>(bytes) * 1e12 / port_ps(bytes, 1) : 0.0;
+  }
 
   const Lpddr5Timing& timing() const { return m_t; }
   uint64_t capacity() const { return m_capacity; }
@@ -210,11 +215,17 @@ class Lpddr5 : public Component {
   std::vector<Port> m_ports;
   uint32_t m_requesters = 0;
   double m_port_ps_per_byte = 0;
+  double m_port_request_ps = 0;
+  // Port time of `requests` requests carrying `bytes` in all: their bytes plus each request's own
+  // time (port_request_time).
+  double port_ps(uint64_t bytes, uint64_t requests) const {
+    return static_cast<double>(bytes) * m_port_ps_per_byte + static_cast<double>(requests) * m_port_request_ps;
+  }
   // The port `src` reaches memory through, or null without ports.
   Port* port_of(const TransferExt* x);
   // Places `bytes` on the port's calendar for that direction from t_ps, at most `rate` port-ps
   // per ps; returns when they are through. The caller has pruned the calendars.
-  double cross_port(Port& port, bool is_write, uint64_t bytes, double t_ps, double rate);
+  double cross_port(Port& port, bool is_write, uint64_t bytes, uint64_t requests, double t_ps, double rate);
   // Forgets calendar bins that ended before the current simulated time.
   void prune_calendars();
   int64_t m_pruned_to = INT64_MIN;
@@ -277,7 +288,8 @@ class Lpddr5 : public Component {
   // A coalesced copy for a requester behind `port`: across it unless the data already crossed it
   // (`crossed`, a Recent::ports set, gains it), at most `rate` port-ps per ps from t_ps; `finish`
   // is then no earlier than the crossing's end plus the front end.
-  void copy_across(Port* port, uint64_t& crossed, uint64_t bytes, double t_ps, double rate, double& finish);
+  void copy_across(Port* port, uint64_t& crossed, uint64_t bytes, uint64_t requests, double t_ps, double rate,
+                   double& finish);
   // The channel of interleave stripe `stripe` (address / interleave). With channel_xor the bits of
   // the row the stripe falls in are XORed into it: the same permutation for every aligned group of
   // `channels` stripes within a row, so locality within a row is kept.
