@@ -886,7 +886,9 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   prune_calendars();
   double port_end = 0;
   Port* const port = port_of(&x);
-  if (port) port_end = cross_port(*port, is_write, bytes, requests, t, rate_bytes * port_ps(bytes, requests) / static_cast<double>(std::max<uint64_t>(bytes, 1)));
+  // The port at the stream's pace: its bytes and its requests' own time, per byte moved.
+  const double port_pace = rate_bytes * port_ps(bytes, requests) / static_cast<double>(std::max<uint64_t>(bytes, 1));
+  if (port) port_end = cross_port(*port, is_write, bytes, requests, t, port_pace);
   const double end = std::max(m_flow->place(ready, need, rate_bus), port_end);
   add_load(ready, end, static_cast<double>(bytes));
   const double finish = end + m_t.t_frontend;

@@ -855,7 +855,7 @@ TEST_CASE("models: flow DMA: cores on one memory port share its bandwidth", "[mo
   const auto r = probe_memory(card);
   const double c16 = read_GBps_at(r, 16), c32 = read_GBps_at(r, 32);
   CHECK(c16 <= port * 1.01);
-  // The flow model's 16 streams fill 0.90-0.97 of the port, by how their bins line up (at 85 GB/s
+  // The flow model's 16 streams fill about 0.90-0.97 of the port, by how their bins line up (at 85 GB/s
   // of full requests: 82.7 with 85 GB/s of bytes, 76.5 with 95 GB/s and 5 ns a request).
   CHECK(c16 >= port * 0.85);
   CHECK(c32 > 1.5 * c16);
