@@ -886,9 +886,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   prune_calendars();
   double port_end = 0;
   Port* const port = port_of(&x);
-  // The port at the stream's pace: its bytes and its requests' own time, per byte moved.
-  const double port_pace = rate_bytes * port_ps(bytes, requests) / static_cast<double>(std::max<uint64_t>(bytes, 1));
-  if (port) port_end = cross_port(*port, is_write, bytes, requests, t, port_pace);
+  if (port) port_end = cross_port(*port, is_write, bytes, requests, t, port_pace(rate_bytes, bytes, requests));
   const double end = std::max(m_flow->place(ready, need, rate_bus), port_end);
   add_load(ready, end, static_cast<double>(bytes));
   const double finish = end + m_t.t_frontend;
@@ -931,8 +929,7 @@ double Lpddr5::coalesced_stream(const TransferExt& x, FlowRecent& leader, uint64
   const double rate_bytes = requester_rate(x, req, run, bytes > run, request_latency_ps(req, false, 0.0));
   const double ready = t + m_t.t_rl;
   double finish = std::max(leader.done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
-  copy_across(port_of(&x), leader.ports, bytes, requests, t,
-              rate_bytes * port_ps(bytes, requests) / static_cast<double>(std::max<uint64_t>(bytes, 1)), finish);
+  copy_across(port_of(&x), leader.ports, bytes, requests, t, port_pace(rate_bytes, bytes, requests), finish);
   ++m_coalesced;
   m_bytes_coalesced += static_cast<double>(bytes);
   m_reads += static_cast<double>(requests);

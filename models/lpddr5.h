@@ -9,6 +9,7 @@
 // the smaller direction. The achieved bandwidth (about 150 GB/s streaming, about 105 GB/s balanced
 // on the default card) comes out of these mechanics; no bandwidth is written anywhere.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -220,6 +221,11 @@ class Lpddr5 : public Component {
   // time (port_request_time).
   double port_ps(uint64_t bytes, uint64_t requests) const {
     return static_cast<double>(bytes) * m_port_ps_per_byte + static_cast<double>(requests) * m_port_request_ps;
+  }
+  // A flow stream's pace on its port, port-ps per ps, when it moves `rate_bytes` bytes per ps:
+  // port_ps of its requests per byte moved.
+  double port_pace(double rate_bytes, uint64_t bytes, uint64_t requests) const {
+    return rate_bytes * port_ps(bytes, requests) / static_cast<double>(std::max<uint64_t>(bytes, 1));
   }
   // The port `src` reaches memory through, or null without ports.
   Port* port_of(const TransferExt* x);
