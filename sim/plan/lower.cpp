@@ -635,15 +635,25 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   }
   struct Need {
     uint64_t resident = 0, buffers = 0;
+    uint64_t target = 0;  // the streamed bytes the tile target is about (see `tiny` below)
   };
+  // A tensor whose whole per-core share is shorter than dma_run_bytes (a reduction's output row,
+  // a broadcast row) is a handful of sticks however it is cut: it takes its LX, but it does not
+  // count toward the tile target, or 128 B of it would push a tiling of 64 KiB of streamed input
+  // over the target and into a different tiling (softmax's max with its output in device memory
+  // against the same max with its output in LX).
+  std::vector<char> tiny(ts.size());
+  for (size_t k = 0; k < ts.size(); ++k) tiny[k] = ts[k].is_output && !ts[k].is_input && share_bytes(ts[k], true) < m_card.dma_run_bytes;
   auto need = [&]() {
     Need n;
-    for (const auto& t : ts) {
+    for (size_t k = 0; k < ts.size(); ++k) {
+      const auto& t = ts[k];
       if (t.alloc < 0) continue;
       if (!t.hbm) {
         continue;  // LX-resident tensors: counted once below, by the LX ranges they occupy
       } else if (streamed(t)) {
         n.buffers += block_bytes(t);
+        if (!tiny[k]) n.target += block_bytes(t);
       } else {
         n.resident += block_bytes(t);
       }
@@ -698,13 +708,13 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     reset();
     for (;;) {
       const Need n = need();
-      if (fits(n) && n.buffers <= m_card.tile_target_bytes) break;
+      if (fits(n) && n.target <= m_card.tile_target_bytes) break;
       if (tiles[j].tile <= tiles[j].gran) break;
       halve(tiles[j]);
     }
     const Need n = need();
     if (!fits(n)) continue;
-    const bool target = n.buffers <= m_card.tile_target_bytes;
+    const bool target = n.target <= m_card.tile_target_bytes;
     const uint64_t count = tiles[j].count();
     if (best_dim < 0 || (target && !best_target) || (target == best_target && count < best_tiles)) {
       best_dim = static_cast<int>(j);
@@ -716,7 +726,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   if (best_dim >= 0) {
     for (;;) {
       const Need n = need();
-      if ((fits(n) && n.buffers <= m_card.tile_target_bytes) || tiles[best_dim].tile <= tiles[best_dim].gran) break;
+      if ((fits(n) && n.target <= m_card.tile_target_bytes) || tiles[best_dim].tile <= tiles[best_dim].gran) break;
       halve(tiles[best_dim]);
     }
   }

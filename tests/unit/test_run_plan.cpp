@@ -307,6 +307,42 @@ TEST_CASE("run: a broadcast operand smaller than a request does not cut the big 
   CHECK(checked > 0);
 }
 
+TEST_CASE("run: a reduction's small output in device memory does not change how its input is tiled", "[run]") {
+  // softmax dim 0 on one core: `max` reads x [512,1024] (1 MiB) and writes a 2 KiB row of maxima,
+  // to device memory (baseline) or to LX (stage 2). The 128 B of that row a stick column adds
+  // once pushed the baseline's tiles over the tile target and into 2 tiles of 512 KiB, against
+  // 16 of 64 KiB in stage 2, which made pinning the maxima in LX look slower than the baseline.
+  RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_baseline");
+  RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_lx_reductions");
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  auto tiles_of = [&](const fs::path& dir, const std::string& op) -> uint32_t {
+    const plan::Plan p = lower_dir(card, dir);
+    for (const auto& st : p.stages())
+      if (st.name().find(op) != std::string::npos) return st.tiles();
+    FAIL("no stage " << op << " in " << dir);
+    return 0;
+  };
+  for (const char* op : {"maxnonstick", "sumnonstick"}) {
+    INFO(op);
+    const uint32_t base = tiles_of(k_fixtures / "softmax_512x1024_baseline", op);
+    CHECK(base == tiles_of(k_fixtures / "softmax_512x1024_lx_reductions", op));
+    CHECK(base > 2);
+  }
+}
+
+TEST_CASE("run: softmax with its reductions pinned in LX is faster than the baseline", "[run]") {
+  // measured.md 1: stage 2 (max and sum outputs in LX) 27.66 us against the baseline's 32.51.
+  RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_baseline");
+  RUN_REQUIRE_DIR(k_fixtures / "softmax_512x1024_lx_reductions");
+  const double base = run_dir(k_fixtures / "softmax_512x1024_baseline").kernel_ps;
+  // One Simulation per process: the second through the CLI.
+  const auto r = cli({"run", (k_fixtures / "softmax_512x1024_lx_reductions").string(), "--no-data", "--json"});
+  REQUIRE(r.code == 0);
+  const double stage2 = nlohmann::json::parse(r.out)["kernel_time_us"].get<double>() * 1e6;
+  CHECK(stage2 < base);
+}
+
 TEST_CASE("run: a one-core broadcast add streams its tensors in runs of a whole memory-row sweep", "[run]") {
   // The real compiler's a + b[1,N] over 2048x8192 on one core. Cut by rows alone, x and the output
   // come in 4 KiB runs (each request opens its own rows: 1120 us, the card takes 660); cut by stick
