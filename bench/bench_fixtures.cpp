@@ -8,7 +8,9 @@
 //   fixture/<name>/data    the functional executor alone (sim/exec: ops in the device formats,
 //                          stick layouts, per-core slices), inputs already in device memory
 // Counters: sim_us (simulated kernel time), sim_over_host (simulated / host time of that
-// benchmark; >= 1 keeps up with the card), GMAC_per_s for matmuls. For matmul fixtures also
+// benchmark; >= 1 keeps up with the card), GMAC_per_s for matmuls; for timing, load_frac,
+// lower_frac and run_frac (the host time's shares: loading and resolving the bundle, lowering
+// it to the plan, running the plan). For matmul fixtures also
 //   sgemm/<name>           plain OpenBLAS cblas_sgemm of the same shape on fp32 host arrays
 //   ops_matmul/<name>      vspyre::ops::matmul on DL16 host arrays (widen + sgemm + round once)
 // so that data / sgemm is the executor's arithmetic throughput relative to BLAS, and
@@ -117,13 +119,27 @@ void scan() {
 }
 
 // What `vspyre run --no-data` does: load, resolve, lower (the plan on an arena) and run the plan.
-PlanResult run_timing(Card& c, const Fixture& f, const plan::CardParams& params, const bundle::CardLimits& limits) {
+// `phases`, when given, gains the host seconds of each: load + resolve, lower, run.
+struct Phases {
+  double load = 0, lower = 0, run = 0;
+};
+PlanResult run_timing(Card& c, const Fixture& f, const plan::CardParams& params, const bundle::CardLimits& limits,
+                      Phases* phases = nullptr) {
+  using clock = std::chrono::steady_clock;
+  auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  auto t = clock::now();
   const auto lb = bundle::load_bundle(f.dir, limits);
   const auto resolved = bundle::resolve(lb, plan::default_bindings(lb), limits);
+  if (phases) phases->load += since(t);
+  t = clock::now();
   google::protobuf::Arena arena;
   plan::Plan& p = *google::protobuf::Arena::CreateMessage<plan::Plan>(&arena);
   plan::lower(lb, resolved, params, p);
-  return run_plan(c, p);
+  if (phases) phases->lower += since(t);
+  t = clock::now();
+  PlanResult r = run_plan(c, p);
+  if (phases) phases->run += since(t);
+  return r;
 }
 
 double simulated_ps(Fixture& f) {
@@ -143,15 +159,22 @@ void BM_timing(benchmark::State& s, Fixture* f) {
   const auto params = plan_card_params(c);
   const auto limits = limits_of(c, params);
   double sim_ps = 0, host = 0;
+  Phases phases;
   for (auto _ : s) {
     const auto t0 = std::chrono::steady_clock::now();
-    const PlanResult r = run_timing(c, *f, params, limits);
+    const PlanResult r = run_timing(c, *f, params, limits, &phases);
     host += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sim_ps = r.kernel_ps;
   }
   f->sim_ps = sim_ps;
   s.counters["sim_us"] = sim_ps / 1e6;
   s.counters["sim_over_host"] = host > 0 ? sim_ps / 1e12 * double(s.iterations()) / host : 0;
+  // Where the host time goes: the bundle's loading and resolving, lowering, and the simulation.
+  if (host > 0) {
+    s.counters["load_frac"] = phases.load / host;
+    s.counters["lower_frac"] = phases.lower / host;
+    s.counters["run_frac"] = phases.run / host;
+  }
 }
 
 void BM_data(benchmark::State& s, Fixture* f) {
