@@ -10,7 +10,11 @@
 // Counters: sim_us (simulated kernel time), sim_over_host (simulated / host time of that
 // benchmark; >= 1 keeps up with the card), GMAC_per_s for matmuls; for timing, load_frac,
 // lower_frac and run_frac (the host time's shares: loading and resolving the bundle, lowering
-// it to the plan, running the plan). For matmul fixtures also
+// it to the plan, running the plan). One card serves every benchmark of the process (SystemC
+// allows one simulation per process), and a card keeps its state from kernel to kernel as a real
+// one does (open rows, the launch count its jitter draws from): a fixture's sim_us can differ
+// from `vspyre run`'s by a few percent when others ran before it (matmul_b8_default on the flow
+// model: 23565 us alone, 23302 after matmul_b8_batch_outer). For matmul fixtures also
 //   sgemm/<name>           plain OpenBLAS cblas_sgemm of the same shape on fp32 host arrays
 //   ops_matmul/<name>      vspyre::ops::matmul on DL16 host arrays (widen + sgemm + round once)
 // so that data / sgemm is the executor's arithmetic throughput relative to BLAS, and
