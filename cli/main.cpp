@@ -321,8 +321,8 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
         } else {
           // A view's values are drawn from the seed moved by its offset (the argument itself: offset 0).
           // Written a chunk of the image at a time: no copy of the whole tensor.
-          exec::write_random_tensor(mem, kt.info, a.seed + kt.offset, kt.arg_index);
-          e["source"] = "random";
+          exec::write_random_input(mem, kt, a.seed);
+          e["source"] = kt.index_bound ? "random indices below " + std::to_string(kt.index_bound) : "random";
         }
         if (!a.out_dir.empty())
           exec::write_npy(std::filesystem::path(a.out_dir) / (label + "_input.npy"),

@@ -52,6 +52,10 @@ struct Allocation {  // a scheduleTree_ node with nodeType_ "allocate"
   std::vector<std::string> layout_dim_order;  // authoritative for this allocation
   std::vector<int64_t> max_dim_sizes;
   std::string indirect_alloc_type;  // "no_indirection" unless gather/paged
+  // Indirect access (a gather or scatter, formats.md B.7): the other allocation of the pair
+  // (relatedIndirectAccessAlloc_, by name_), and an index tensor's indexTensorType_.
+  std::string related_indirect;
+  std::string index_tensor_type;
   // backGapCore_: layout dim -> trailing gap in elements, the allocation's extent along that dim
   // beyond the SDSC's N_ (HBM: of the whole tensor, key "-1"; LX: of each core's slice, one key
   // per core, all equal). torch-spyre writes it for a tile of a larger tensor and a padded dim.
@@ -101,6 +105,19 @@ struct ScheduleStep {  // coreIdToDscSchedule[core][i]
   bool after_sync = false;
 };
 
+// A value tensor the SDSC reads (a gather) or writes (a scatter) through an index tensor, as
+// torch-spyre writes them for x[i], index_select, embedding and index_put: the value tensor's
+// view has the op's dims, and along `dims` (maxDimSizes_ 1: the index tensor's dims, the
+// outermost of the view's layout) the row it reaches is not the iteration coordinate but the
+// index tensor's element there. Row r of the view (in the layout's order of `dims`) is the
+// value tensor's row index[r], each row being the view's inner dims (the real tensor's row
+// stride). Validated by the loader.
+struct IndirectAccess {
+  uint32_t value_lds = 0;
+  uint32_t index_lds = 0;
+  std::vector<std::string> dims;  // the value view's layout dims the index replaces, innermost first
+};
+
 struct Sdsc {
   std::string file;      // name used in messages
   std::string key;       // envelope key "5_realdiv"
@@ -126,6 +143,7 @@ struct Sdsc {
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> coordinate_masking;
   int masking_constant = -1;  // index in `constants` of the mask value; >= 0 iff masking
   std::vector<ComputeOp> compute_ops;
+  std::vector<IndirectAccess> indirect;  // one per value tensor read or written through an index
   std::map<std::string, std::vector<int64_t>> dim_symbols;  // dimToSymbolMapping_ ids per dim
   std::vector<int64_t> symbols;  // every symbol id the SDSC references, ascending, unique
   nlohmann::ordered_json raw;    // the whole file
@@ -137,6 +155,8 @@ struct Sdsc {
   uint32_t slices_of(std::string_view dim) const;  // 1 if the dim is not divided
   const Allocation* allocation(uint32_t lds_idx, Placement p) const;
   const LayoutInfo* layout_for(const LabeledDs& ds) const;  // primary_ds_info[ds_type]
+  const IndirectAccess* indirect_of(uint32_t value_lds) const;  // nullptr: a plain tensor
+  bool is_index_tensor(uint32_t lds) const;
   // ds.scale_ entry of `dim`. scale_ follows the primaryDsInfo_ layout of the tensor's role, which
   // an allocation may order differently (a broadcast operand laid out [out, mb] under a primary
   // [mb, out]); 1 when the dim is not in that layout.

@@ -415,6 +415,7 @@ class SdscLoader {
     load_constants(d.opt("constantInfo_"));
     load_masking(d.opt("coordinateMasking_"), d.opt("maskingConstId_"));
     load_compute_ops(d.at("computeOp_"));
+    load_indirect(d);
     if (auto o = d.opt("dimToSymbolMapping_")) {
       o->for_each_member([&](const std::string& dim, const Node& v) {
         size_t n = v.array_size(64);
@@ -568,7 +569,17 @@ class SdscLoader {
         if (nm != a.layout_dim_order.size()) o->fail("maxDimSizes_ length differs from layoutDimOrder_");
         for (size_t k = 0; k < nm; ++k) a.max_dim_sizes.push_back(o->at(k).as_int(-1, k_max_dim));
       }
-      if (auto o = v.opt("indirectAllocType_")) a.indirect_alloc_type = o->as_string();
+      if (auto o = v.opt("indirectAllocType_")) {
+        a.indirect_alloc_type = o->as_string();
+        if (a.indirect_alloc_type != "no_indirection" && a.indirect_alloc_type != "index_tensor" &&
+            a.indirect_alloc_type != "value_tensor")
+          o->fail("unknown indirectAllocType_ " + quote(a.indirect_alloc_type) +
+                  " (expected \"no_indirection\", \"index_tensor\" or \"value_tensor\")");
+        if (a.indirect_alloc_type != "no_indirection" && a.placement != Placement::hbm)
+          o->fail("an indirect access's " + a.indirect_alloc_type + " must be in hbm, not lx");
+      }
+      if (auto o = v.opt("relatedIndirectAccessAlloc_")) a.related_indirect = o->as_string();
+      if (auto o = v.opt("indexTensorType_")) a.index_tensor_type = o->as_string();
       if (auto o = v.opt("backGapCore_")) load_back_gap(a, *o);
       const LayoutInfo* layout = m_s.layout_for(ds);
       if (!layout) v.fail("no primaryDsInfo_ entry for dsType_ " + quote(ds.ds_type));
@@ -900,6 +911,97 @@ class SdscLoader {
     }
   }
 
+  // ---- indirect access (B.7): value / index tensor pairs ----------------------------------------
+  void load_indirect(const Node& d) {
+    Node tree = d.at("scheduleTree_");
+    auto node_of = [&](const Allocation& a) { return tree.at(size_t{a.node_index}); };
+    auto by_name = [&](const std::string& name) -> const Allocation* {
+      for (const auto& a : m_s.allocations)
+        if (a.name == name) return &a;
+      return nullptr;
+    };
+    std::set<uint32_t> index_lds, value_lds;
+    for (const auto& a : m_s.allocations) {
+      const LabeledDs& ds = m_s.labeled_ds[a.lds_idx];
+      const bool idx = a.indirect_alloc_type == "index_tensor";
+      if ((ds.ds_type == "KERNEL_IDX") != idx)
+        node_of(a).fail(idx ? "an index_tensor allocation's labeled tensor must have dsType_ \"KERNEL_IDX\", not " +
+                                  quote(ds.ds_type)
+                            : "labeled tensor " + quote(ds.name) +
+                                  " has dsType_ \"KERNEL_IDX\" but its allocation's indirectAllocType_ is not \"index_tensor\"");
+      if (a.indirect_alloc_type != "index_tensor" && a.indirect_alloc_type != "value_tensor") continue;
+      const Allocation* other = a.related_indirect.empty() ? nullptr : by_name(a.related_indirect);
+      const std::string want = idx ? "value_tensor" : "index_tensor";
+      if (!other || other->indirect_alloc_type != want || other->related_indirect != a.name)
+        node_of(a).fail("relatedIndirectAccessAlloc_ " + quote(a.related_indirect) + " must name this SDSC's " + want +
+                        " allocation, which names this one back");
+      if (idx) {
+        index_lds.insert(a.lds_idx);
+        if (a.index_tensor_type != "index")
+          node_of(a).fail("indexTensorType_ " + quote(a.index_tensor_type) +
+                          " is not supported: vspyre reads \"index\" (element numbers along the value tensor's "
+                          "rows), as torch-spyre writes it");
+        if (ds.format != DataFormat::senuint32 && ds.format != DataFormat::ieee_int32)
+          node_of(a).fail("an index tensor must be SENUINT32 or IEEE_INT32, " + quote(ds.name) + " is not");
+        continue;
+      }
+      value_lds.insert(a.lds_idx);
+      IndirectAccess ia;
+      ia.value_lds = a.lds_idx;
+      ia.index_lds = other->lds_idx;
+      Node nd = node_of(a);
+      if (a.max_dim_sizes.size() != a.layout_dim_order.size())
+        nd.fail("a value_tensor allocation needs maxDimSizes_ (1 on the dims its index replaces)");
+      const LayoutInfo* li = m_s.layout_for(ds);
+      for (size_t k = 0; k < a.layout_dim_order.size(); ++k) {
+        const int64_t m = a.max_dim_sizes[k];
+        const std::string& dim = a.layout_dim_order[k];
+        if (m == 1) {
+          if (li && std::find(li->stick_dim_order.begin(), li->stick_dim_order.end(), dim) != li->stick_dim_order.end())
+            nd.fail("maxDimSizes_ makes the stick dimension " + quote(dim) + " indirect; an index selects whole rows");
+          ia.dims.push_back(dim);
+        } else if (m != -1) {
+          nd.fail("maxDimSizes_ " + std::to_string(m) + " on " + quote(dim) +
+                  ": only -1 (direct) and 1 (replaced by the index) are supported");
+        } else if (!ia.dims.empty()) {
+          nd.fail("dimension " + quote(dim) + " is direct but lies outside the indirect " + quote(ia.dims.back()) +
+                  " in layoutDimOrder_: only the outermost dims can be indexed");
+        }
+      }
+      if (ia.dims.empty()) nd.fail("a value_tensor allocation needs maxDimSizes_ 1 on the dims its index replaces");
+      std::vector<std::string> want_dims = ia.dims, have_dims = other->layout_dim_order;
+      std::sort(want_dims.begin(), want_dims.end());
+      std::sort(have_dims.begin(), have_dims.end());
+      if (want_dims != have_dims)
+        nd.fail("the dims maxDimSizes_ makes indirect differ from the index tensor " +
+                quote(m_s.labeled_ds[other->lds_idx].name) + "'s layoutDimOrder_");
+      m_s.indirect.push_back(std::move(ia));
+    }
+    Node ops = d.at("computeOp_");
+    for (size_t i = 0; i < m_s.compute_ops.size(); ++i) {
+      const ComputeOp& op = m_s.compute_ops[i];
+      Node on = ops.at(i);
+      for (uint32_t k : op.index_inputs)
+        if (!index_lds.count(k))
+          on.at("indirectAccessIndexLabeledDs").fail("labeled tensor " + std::to_string(k) + " is not an index tensor");
+      for (const auto* list : {&op.inputs, &op.outputs})
+        for (uint32_t k : *list) {
+          if (index_lds.count(k))
+            on.fail("index tensor " + std::to_string(k) + " is an operand; it belongs in indirectAccessIndexLabeledDs");
+          if (const IndirectAccess* ia = m_s.indirect_of(k);
+              ia && std::find(op.index_inputs.begin(), op.index_inputs.end(), ia->index_lds) == op.index_inputs.end())
+            on.fail("value tensor " + std::to_string(k) + " is reached through index tensor " +
+                    std::to_string(ia->index_lds) + ", which indirectAccessIndexLabeledDs does not list");
+        }
+    }
+    for (uint32_t k : index_lds) {
+      bool used = false;
+      for (const auto& op : m_s.compute_ops)
+        used = used || std::find(op.index_inputs.begin(), op.index_inputs.end(), k) != op.index_inputs.end();
+      if (!used) ops.fail("index tensor " + std::to_string(k) + " is in no computeOp_'s indirectAccessIndexLabeledDs");
+    }
+  }
+
   void finish_symbols() {
     std::set<int64_t> syms;
     for (const auto& a : m_s.allocations)
@@ -925,6 +1027,16 @@ uint32_t Sdsc::slices_of(std::string_view dim) const {
   for (const auto& [k, v] : slices_per_dim)
     if (k == dim) return v;
   return 1;
+}
+const IndirectAccess* Sdsc::indirect_of(uint32_t value_lds) const {
+  for (const auto& ia : indirect)
+    if (ia.value_lds == value_lds) return &ia;
+  return nullptr;
+}
+bool Sdsc::is_index_tensor(uint32_t lds) const {
+  for (const auto& ia : indirect)
+    if (ia.index_lds == lds) return true;
+  return false;
 }
 const Allocation* Sdsc::allocation(uint32_t lds_idx, Placement p) const {
   for (const auto& a : allocations)

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -174,6 +176,28 @@ std::vector<uint8_t> random_device_values(uint64_t seed, size_t arg, size_t n, f
   return raw;
 }
 
+void write_random_indices(Memory& mem, const TensorInfo& info, uint64_t seed, size_t arg, uint64_t bound) {
+  need_hbm(info, "write_random_indices");
+  const size_t n = size_t(info.numel());
+  const std::vector<float> u = random_values(seed, arg, n);
+  std::vector<uint8_t> raw(fmt::bytes_for(info.format, n));
+  for (size_t i = 0; i < n; ++i) {
+    const double row = std::floor((double(u[i]) + 1.0) / 2.0 * double(bound));
+    fmt::store_element(info.format, raw.data(), i, std::min(row, double(bound - 1)));
+  }
+  write_tensor_raw(mem, info, raw);
+}
+
+void write_random_input(Memory& mem, const KernelTensor& kt, uint64_t seed) {
+  if (kt.index_unknown_bound)
+    throw ExecError(kernel_tensor_label(kt) + " is the index of a gather or scatter whose value tensor's row count "
+                    "the bundle does not give: give its values (--input " + kernel_tensor_label(kt) + "=FILE.npy)");
+  if (kt.index_bound)
+    write_random_indices(mem, kt.info, seed + kt.offset, kt.arg_index, kt.index_bound);
+  else
+    write_random_tensor(mem, kt.info, seed + kt.offset, kt.arg_index);
+}
+
 void write_random_tensor(Memory& mem, const TensorInfo& info, uint64_t seed, size_t arg) {
   need_hbm(info, "write_random_tensor");
   const int bits = fmt::bits_per_element(info.format);
@@ -221,11 +245,15 @@ std::vector<KernelTensor> kernel_tensors(const bundle::LoadedBundle& lb,
     if (!lb.bundle.args[i].is_dimension) arg_of_addr.emplace(bindings.args[i], i);
   const uint64_t pool_end = bindings.pool_base + lb.bundle.pool_bytes.value_or(0);
   std::map<std::pair<size_t, uint64_t>, KernelTensor> found;
-  for (const auto& r : plan) {
+  for (size_t pos = 0; pos < plan.size(); ++pos) {
+    const auto& r = plan[pos];
     for (const auto& op : r.sdsc->compute_ops) {
       auto touch = [&](uint32_t lds, bool write) {
         const auto* alloc = r.sdsc->allocation(lds, bundle::Placement::hbm);
         if (!alloc) return;
+        // A gather's or scatter's value view covers the rows its index picks, not the tensor at
+        // its address: it does not say what the argument holds.
+        if (r.sdsc->indirect_of(lds)) return;
         TensorInfo info = describe_tensor(r, lds);
         if (info.base >= bindings.pool_base && info.base < pool_end) return;  // kernel-private
         auto it = arg_of_addr.upper_bound(info.base);
@@ -238,9 +266,15 @@ std::vector<KernelTensor> kernel_tensors(const bundle::LoadedBundle& lb,
           kt->second.offset = offset;
           kt->second.info = std::move(info);
           kt->second.read_first = !write;
+          for (const auto& ia : r.sdsc->indirect)
+            if (ia.index_lds == lds) {
+              kt->second.index_bound = detail::value_rows(plan, pos, ia);
+              kt->second.index_unknown_bound = kt->second.index_bound == 0;
+            }
         }
         if (write) kt->second.written = true;
       };
+      for (uint32_t i : op.index_inputs) touch(i, false);
       const std::set<uint32_t> outs(op.outputs.begin(), op.outputs.end());
       for (uint32_t i : op.inputs)
         if (!outs.count(i)) touch(i, false);
@@ -441,7 +475,8 @@ struct Executor {
   template <class TensorOf>
   bool stream(const bundle::ResolvedExecution& r, const ops::Attrs& attrs, TensorOf&& tensor) {
     const bundle::Sdsc& s = *r.sdsc;
-    if (!opt.stream_elementwise || !s.coordinate_masking.empty() || s.compute_ops.empty()) return false;
+    if (!opt.stream_elementwise || !s.coordinate_masking.empty() || s.compute_ops.empty() || !s.indirect.empty())
+      return false;
     std::set<uint32_t> ids, written;
     for (const auto& op : s.compute_ops) {
       if (!ops::is_elementwise(op.op_func_name) || op.outputs.size() != 1 || op.inputs.empty())
@@ -597,7 +632,25 @@ struct Executor {
     return true;
   }
 
-  void execute(const bundle::ResolvedExecution& r) {
+  // A gather's value view in host order: its image built row by row from the rows the index
+  // picks (detail::indirect_rows), then as host_copy converts it.
+  std::vector<uint8_t> gathered_copy(const detail::MappedTensor& t, const detail::IndirectRows& rows) {
+    const size_t bytes = size_t(t.info.image_bytes);
+    uint8_t* image = image_buffer(bytes);
+    std::memset(image, 0, bytes);
+    for (size_t r = 0; r < rows.index.size() && (r + 1) * rows.row_bytes <= bytes; ++r) {
+      mem.read(t.info.base + rows.index[r] * rows.row_bytes, image + r * rows.row_bytes, size_t(rows.row_bytes));
+      st.bytes_read += rows.row_bytes;
+    }
+    std::vector<uint8_t> buf = host_buffer(fmt::bytes_for(t.info.format, size_t(t.info.numel())));
+    const auto stv = fmt::contiguous_strides(t.info.size);
+    fmt::device_to_host(image, t.info.layout,
+                        fmt::MutableHostTensor{buf.data(), t.info.format, t.info.size, stv, 0});
+    return buf;
+  }
+
+  void execute(const std::vector<bundle::ResolvedExecution>& plan, size_t pos) {
+    const bundle::ResolvedExecution& r = plan[pos];
     const bundle::Sdsc& s = *r.sdsc;
     ++st.executions;
     std::map<uint32_t, detail::MappedTensor> mapped;
@@ -609,9 +662,24 @@ struct Executor {
     // Host-order device-format elements of each tensor this execution has touched.
     std::map<uint32_t, std::vector<uint8_t>> host;
     std::set<uint32_t> written;
-    auto load = [&](uint32_t lds) -> std::vector<uint8_t>& {
+    // A gather's or scatter's rows: from the index tensor's elements (read first, as the card's
+    // DMA does), checked against the value tensor's row count where the bundle gives it.
+    std::map<uint32_t, detail::IndirectRows> rows_of;
+    std::function<std::vector<uint8_t>&(uint32_t)> load;
+    auto rows = [&](const bundle::IndirectAccess& ia) -> const detail::IndirectRows& {
+      auto it = rows_of.find(ia.value_lds);
+      if (it != rows_of.end()) return it->second;
+      const std::vector<uint8_t>& idx = load(ia.index_lds);
+      return rows_of
+          .emplace(ia.value_lds, detail::indirect_rows(ia, tensor(ia.value_lds), tensor(ia.index_lds).info, idx,
+                                                       detail::value_rows(plan, pos, ia)))
+          .first->second;
+    };
+    load = [&](uint32_t lds) -> std::vector<uint8_t>& {
       auto it = host.find(lds);
       if (it != host.end()) return it->second;
+      if (const bundle::IndirectAccess* ia = s.indirect_of(lds))
+        return host.emplace(lds, gathered_copy(tensor(lds), rows(*ia))).first->second;
       return host.emplace(lds, host_copy(tensor(lds))).first->second;
     };
 
@@ -679,11 +747,23 @@ struct Executor {
     }
     for (uint32_t o : written) {
       auto& t = tensor(o);
+      // A scatter's rows first: reading the index tensor uses the image buffer too.
+      const bundle::IndirectAccess* ia = s.indirect_of(o);
+      const detail::IndirectRows* rw = ia ? &rows(*ia) : nullptr;
       uint8_t* image = image_buffer(size_t(t.info.image_bytes));
       const auto stv = fmt::contiguous_strides(t.info.size);
       // Padding::zero writes every byte of the image: data lanes, padding lanes, empty sticks.
       fmt::host_to_device(fmt::HostTensor{host[o].data(), t.info.format, t.info.size, stv, 0},
                           t.info.layout, image, fmt::Padding::zero, opt.rules);
+      if (rw) {
+        // A scatter: row r of the result goes to the value tensor's row index[r] (in index order,
+        // so a repeated index keeps the last row written).
+        for (size_t q = 0; q < rw->index.size() && (q + 1) * rw->row_bytes <= t.info.image_bytes; ++q) {
+          mem.write(t.info.base + rw->index[q] * rw->row_bytes, image + q * rw->row_bytes, size_t(rw->row_bytes));
+          st.bytes_written += rw->row_bytes;
+        }
+        continue;
+      }
       scatter_image(t, image);
     }
     for (auto& [lds, buf] : host) give_back(std::move(buf));
@@ -697,9 +777,9 @@ ExecStats run(const bundle::LoadedBundle& lb, const std::vector<bundle::Resolved
   (void)lb;
   const auto t0 = std::chrono::steady_clock::now();
   Executor ex{mem, opt, {}, {}};
-  for (const auto& r : plan) {
-    if (!r.sdsc) throw ExecError("exec::run: a resolved execution without its SDSC");
-    ex.execute(r);
+  for (size_t pos = 0; pos < plan.size(); ++pos) {
+    if (!plan[pos].sdsc) throw ExecError("exec::run: a resolved execution without its SDSC");
+    ex.execute(plan, pos);
   }
   ex.st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return ex.st;

@@ -96,6 +96,12 @@ struct KernelTensor {
   TensorInfo info;
   bool read_first = false;
   bool written = false;
+  // An index tensor of a gather or scatter (bundle::IndirectAccess): its elements must be row
+  // numbers below this bound, the value tensor's rows (from the tensor the bundle writes at the
+  // value tensor's address before the gather, or the pool's end). 0: not an index tensor, or the
+  // bound is unknown (index_unknown_bound).
+  uint64_t index_bound = 0;
+  bool index_unknown_bound = false;
 };
 // "arg<N>", or "arg<N>+<offset>" for a view.
 std::string kernel_tensor_label(const KernelTensor& kt);
@@ -130,6 +136,13 @@ std::vector<uint8_t> random_device_values(uint64_t seed, size_t arg, size_t n, f
 // written a chunk of the image at a time when the image has no padding (no host-order copy and
 // no image of the whole tensor: 1 GB less for a 16384x16384 DL16 input), else so.
 void write_random_tensor(Memory& mem, const TensorInfo& info, uint64_t seed, size_t arg);
+// An index tensor's random elements: floor((u + 1) / 2 x bound) for u = random_values(seed, arg,
+// numel), row numbers uniform in [0, bound), in its integer format.
+void write_random_indices(Memory& mem, const TensorInfo& info, uint64_t seed, size_t arg, uint64_t bound);
+// The kernel input `kt` as `vspyre run --seed SEED` draws it: write_random_indices for an index
+// tensor (ExecError when its bound is unknown: its values must then be given), else
+// write_random_tensor. Both with the seed moved by the view's offset.
+void write_random_input(Memory& mem, const KernelTensor& kt, uint64_t seed);
 
 // Each core's LX scratchpad (core id -> its memory, zero where nothing was written).
 struct LxState {

@@ -110,6 +110,79 @@ std::vector<std::string> host_dims(const bundle::Sdsc& s, uint32_t lds,
 
 }  // namespace
 
+uint64_t value_rows(const std::vector<bundle::ResolvedExecution>& plan, size_t pos, const bundle::IndirectAccess& ia) {
+  const MappedTensor value = map_tensor(plan[pos], ia.value_lds);
+  const uint64_t row = indirect_row_bytes(ia, value);
+  uint64_t bytes = 0;
+  for (size_t q = 0; q < pos; ++q) {
+    const bundle::Sdsc& s = *plan[q].sdsc;
+    for (const auto& ds : s.labeled_ds) {
+      if (s.indirect_of(ds.idx) || !s.allocation(ds.idx, bundle::Placement::hbm)) continue;
+      const TensorInfo t = map_tensor(plan[q], ds.idx).info;
+      if (t.base == value.info.base) bytes = std::max(bytes, t.image_bytes);
+    }
+  }
+  return row ? bytes / row : 0;
+}
+
+uint64_t indirect_row_bytes(const bundle::IndirectAccess& ia, const MappedTensor& value) {
+  const auto pos = std::find(value.layout.begin(), value.layout.end(), ia.dims.front()) - value.layout.begin();
+  if (size_t(pos) >= value.layout.size())
+    throw ExecError(value.info.sdsc_file + ": " + value.info.name + ": indirect dim '" + ia.dims.front() +
+                    "' is not in its layout");
+  return uint64_t(value.full_stride[size_t(pos)]);
+}
+
+std::vector<int64_t> indirect_index_positions(const bundle::IndirectAccess& ia, const MappedTensor& value,
+                                              const TensorInfo& index_info) {
+  // The indirect dims in the value layout (innermost first) and their extents in the view.
+  std::vector<int64_t> units;
+  for (const auto& d : ia.dims) {
+    const auto pos = size_t(std::find(value.layout.begin(), value.layout.end(), d) - value.layout.begin());
+    units.push_back(value.full_units.at(pos));
+  }
+  // The index tensor's host strides by dim name (contiguous, outermost first).
+  std::map<std::string, int64_t> host_stride;
+  int64_t stride = 1;
+  for (size_t k = index_info.dims.size(); k-- > 0;) {
+    host_stride[index_info.dims[k]] = stride;
+    stride *= index_info.size[k];
+  }
+  int64_t rows = 1;
+  for (int64_t u : units) rows *= u;
+  std::vector<int64_t> out(static_cast<size_t>(rows));
+  std::vector<int64_t> c(units.size(), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t e = 0;
+    for (size_t k = 0; k < ia.dims.size(); ++k)
+      if (auto it = host_stride.find(ia.dims[k]); it != host_stride.end()) e += c[k] * it->second;
+    out[size_t(r)] = e;
+    for (size_t k = 0; k < c.size(); ++k) {
+      if (++c[k] < units[k]) break;
+      c[k] = 0;
+    }
+  }
+  return out;
+}
+
+IndirectRows indirect_rows(const bundle::IndirectAccess& ia, const MappedTensor& value, const TensorInfo& index_info,
+                           const std::vector<uint8_t>& index_host, uint64_t bound) {
+  IndirectRows out;
+  out.row_bytes = indirect_row_bytes(ia, value);
+  const std::vector<int64_t> at = indirect_index_positions(ia, value, index_info);
+  out.index.resize(at.size());
+  for (size_t r = 0; r < at.size(); ++r) {
+    const double v = fmt::load_element(index_info.format, index_host.data(), size_t(at[r]));
+    if (!(v >= 0) || (bound && v >= double(bound)))
+      throw ExecError(value.info.sdsc_file + ": " + index_info.name + " element " + std::to_string(at[r]) + " is " +
+                      std::to_string(int64_t(v)) + ", outside the rows [0, " +
+                      (bound ? std::to_string(bound) : std::string("inf")) + ") of the value tensor " +
+                      value.info.name);
+    out.index[r] = uint64_t(v);
+  }
+  return out;
+}
+
 bool is_reduction(std::string_view op) { return reductions().count(op) != 0; }
 bool is_matmul(std::string_view op) {
   return op == "batchmatmul" || op == "batchmatmulfp8" || op == "batchmatmulint8" ||

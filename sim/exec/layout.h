@@ -127,6 +127,29 @@ void for_each_stick_base(const std::vector<int64_t>& dsize, const std::vector<in
 std::vector<int64_t> broadcast_steps(const fmt::StickLayout& layout, const std::vector<int64_t>& size,
                                      const std::vector<int64_t>& operand);
 
+// A gather's or scatter's value tensor view (bundle::IndirectAccess) against its memory: row r
+// of the view's image (the bytes of its inner, direct dims; r counts the indirect dims in image
+// order) is row index[r] of the value tensor, at base + index[r] x row_bytes.
+struct IndirectRows {
+  uint64_t row_bytes = 0;
+  std::vector<uint64_t> index;  // per view row: the value tensor's row
+};
+// For each row r of the value view: the host-order position, in the index tensor `index_info`,
+// of the element that picks it.
+std::vector<int64_t> indirect_index_positions(const bundle::IndirectAccess& ia, const MappedTensor& value,
+                                              const TensorInfo& index_info);
+// `index_host`: the index tensor's host-order device-format elements (`index_info`). Throws
+// ExecError naming the SDSC and the tensor when an index is at or past `bound` (0: unchecked).
+IndirectRows indirect_rows(const bundle::IndirectAccess& ia, const MappedTensor& value, const TensorInfo& index_info,
+                           const std::vector<uint8_t>& index_host, uint64_t bound);
+// The value tensor's row count for indirect access `ia` of plan[pos]: the largest image an
+// earlier execution reads or writes, not through an index, at the value tensor's address (the
+// tensor the gather reads: torch-spyre copies the source there first), over the view's row
+// bytes. 0 when no earlier execution does.
+uint64_t value_rows(const std::vector<bundle::ResolvedExecution>& plan, size_t pos, const bundle::IndirectAccess& ia);
+// Bytes of one row of the value view `value` (the full stride of its innermost indirect dim).
+uint64_t indirect_row_bytes(const bundle::IndirectAccess& ia, const MappedTensor& value);
+
 bool is_reduction(std::string_view op);  // the output is listed as an input (accumulator)
 bool is_matmul(std::string_view op);
 bool is_mappable(std::string_view op);   // shapes follow from N_ (not conv/pool/indirect)

@@ -736,6 +736,88 @@ std::vector<double> read_tensor_f64(Memory& mem, const TensorInfo& info) {
   return v;
 }
 
+// A gather's or scatter's rows (bundle::IndirectAccess) in the reference: for each row of the
+// value view, the value tensor's row its index picks (the index tensor as the store holds it, or
+// a kernel input as memory holds it), and the view's row length in elements.
+struct RefRows {
+  std::vector<uint64_t> index;
+  int64_t row_elems = 0;
+};
+RefRows ref_rows(const bundle::ResolvedExecution& r, const bundle::IndirectAccess& ia, std::map<Key, Stored>& store,
+                 const std::set<uint64_t>& input_at, Memory& mem) {
+  const detail::MappedTensor value = detail::map_tensor(r, ia.value_lds);
+  const detail::MappedTensor index = detail::map_tensor(r, ia.index_lds);
+  std::vector<double> iv;
+  if (auto it = store.find(key_of(index)); it != store.end()) {
+    iv = logical_of(it->second, index.info).v;
+  } else if (index.info.placement == bundle::Placement::hbm && input_at.count(index.info.base)) {
+    iv = read_tensor_f64(mem, index.info);
+  } else {
+    throw Unavailable{r.sdsc->file + ": index tensor " + index.info.name + " is read before anything wrote it"};
+  }
+  RefRows out;
+  out.row_elems = int64_t(detail::indirect_row_bytes(ia, value) * 8 / uint64_t(fmt::bits_per_element(value.info.format)));
+  for (int64_t e : detail::indirect_index_positions(ia, value, index.info)) {
+    const double v = iv.at(size_t(e));
+    if (!(v >= 0)) throw Unavailable{"index " + std::to_string(v) + " of " + index.info.name + " is negative"};
+    out.index.push_back(uint64_t(v));
+  }
+  return out;
+}
+
+// The gathered operand: element e of the view (device index d in the view's image, row d / row,
+// lane d % row) is the stored value tensor's device element index[d / row] x row + d % row.
+RefTensor gathered(Stored& st, const TensorInfo& info, const RefRows& rows) {
+  if (st.format != info.format) throw Unavailable{info.name + " is gathered in another format than it was written"};
+  const Stored::Device& dv = device_form(st);
+  RefTensor t = shaped(info);
+  t.depth = st.t.depth;
+  t.format = st.t.format;
+  if (!dv.have.empty()) t.have.assign(t.v.size(), 0);
+  if (!dv.m.empty()) t.m.assign(t.v.size(), 0.0);
+  const int64_t row = rows.row_elems;
+  for_each_device_index(info, [&](int64_t e, int64_t d) {
+    const size_t src = size_t(int64_t(rows.index.at(size_t(d / row))) * row + d % row);
+    if (src >= dv.v.size()) throw Unavailable{info.name + ": an index points past the gathered tensor"};
+    t.v[size_t(e)] = dv.v[src];
+    if (!dv.have.empty()) t.have[size_t(e)] = dv.have[src];
+    if (!dv.m.empty()) t.m[size_t(e)] = dv.m[src];
+  });
+  return t;
+}
+
+// A scatter: the op's result `res` (in the value view `info`) written over the stored value
+// tensor's rows that the index picks, later rows over earlier ones; the stored tensor keeps its
+// writer's view. Error budgets are merged as depth x m (RefTensor::m) under the larger depth.
+void scatter_into(Stored& st, const RefTensor& res, const TensorInfo& info, const RefRows& rows) {
+  if (st.format != info.format) throw Unavailable{info.name + " is scattered in another format than it was written"};
+  if (!st.t.have.empty() || !res.have.empty()) throw Unavailable{"a scatter of a sampled tensor"};
+  Stored::Device dv = device_form(st);
+  const int depth = std::max(st.t.depth, res.depth);
+  if (dv.m.empty()) {
+    dv.m.resize(dv.v.size());
+    for (size_t i = 0; i < dv.v.size(); ++i) dv.m[i] = std::fabs(dv.v[i]);
+  }
+  if (depth > 0)
+    for (double& x : dv.m) x = x * st.t.depth / depth;
+  const int64_t row = rows.row_elems;
+  for_each_device_index(info, [&](int64_t e, int64_t d) {
+    const size_t dst = size_t(int64_t(rows.index.at(size_t(d / row))) * row + d % row);
+    if (dst >= dv.v.size()) throw Unavailable{info.name + ": an index points past the scattered tensor"};
+    dv.v[dst] = res.v[size_t(e)];
+    const double m = res.m.empty() ? std::fabs(res.v[size_t(e)]) : res.m[size_t(e)];
+    dv.m[dst] = depth > 0 ? m * res.depth / depth : 0.0;
+  });
+  RefTensor& t = st.t;
+  t.depth = depth;
+  t.m.assign(t.v.size(), 0.0);
+  for_each_device_index(written_info(st), [&](int64_t e, int64_t d) {
+    t.v[size_t(e)] = dv.v[size_t(d)];
+    t.m[size_t(e)] = dv.m[size_t(d)];
+  });
+  st.device.reset();
+}
+
 }  // namespace
 
 RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
@@ -777,6 +859,16 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
           if (red && i == op.outputs[0]) continue;
           const auto t = detail::map_tensor(r, i);
           const Key key = key_of(t);
+          if (const bundle::IndirectAccess* ia = s.indirect_of(i)) {
+            auto it = store.find(key);
+            if (it == store.end()) {
+              if (auto b = broken.find(key); b != broken.end()) throw Unavailable{b->second};
+              throw Unavailable{s.file + ": " + t.info.name + " is gathered before anything wrote it"};
+            }
+            owned.push_back(gathered(it->second, t.info, ref_rows(r, *ia, store, input_at, mem)));
+            in.push_back(&owned.back());
+            continue;
+          }
           auto it = store.find(key);
           if (it != store.end()) {
             if (!it->second.t.have.empty()) throw Unavailable{"its input was only sampled"};
@@ -796,6 +888,13 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
         }
         if (masked)
           for (auto& x : owned) mask_ref(s, x);
+        if (const bundle::IndirectAccess* ia = s.indirect_of(op.outputs[0])) {
+          auto it = store.find(okey);
+          if (it == store.end()) throw Unavailable{s.file + ": " + ot.info.name + " is scattered into before anything wrote it"};
+          const RefRows rows = ref_rows(r, *ia, store, input_at, mem);
+          scatter_into(it->second, run_op(s, op, in, ot.info, opt), ot.info, rows);
+          continue;
+        }
         store[okey] = store_of(run_op(s, op, in, ot.info, opt), ot.info);
         broken.erase(okey);
       } catch (const Unavailable& u) {
