@@ -86,6 +86,10 @@ struct Tensor {
   // the SFP streams the op in, and so the order of its LX image): the layout dims in the order
   // the DMA walks them, innermost first (primary_walk()). Empty: the layout order.
   std::vector<size_t> move;
+  // A gather's or scatter's value tensor (bundle::IndirectAccess): the bytes of one row (its
+  // inner, direct dims). Each row is wherever its index points, so a block moves as one run per
+  // row; 0 for any other tensor.
+  uint64_t gather_row = 0;
   bool has(const std::string& d) const {
     for (size_t i = 0; i < dims.size(); ++i)
       if (dims[i] == d && !reduced[i]) return true;
@@ -151,6 +155,7 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
   const auto restickify_pad = s.restickify_pad();
   for (const auto& op : s.compute_ops) {
     ins.insert(op.inputs.begin(), op.inputs.end());
+    ins.insert(op.index_inputs.begin(), op.index_inputs.end());  // a gather's index: loaded like an input
     outs.insert(op.outputs.begin(), op.outputs.end());
   }
   // card.plan.sfp_operand_order primary: an SDSC that runs on the SFP only walks its HBM tensors
@@ -204,6 +209,10 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
       stride *= full;
     }
     if (primary_order && t.hbm && li) t.move = primary_walk(t, *li);
+    if (const bundle::IndirectAccess* ia = s.indirect_of(ds.idx)) {
+      const auto pos = std::find(t.dims.begin(), t.dims.end(), ia->dims.front()) - t.dims.begin();
+      if (static_cast<size_t>(pos) < t.dims.size()) t.gather_row = t.stride[static_cast<size_t>(pos)];
+    }
     out.push_back(std::move(t));
   }
   pt_operand_rows(s, out);
@@ -341,6 +350,16 @@ void make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off
 }
 
 // The transfer of a DMA_IN / DMA_OUT op: block b of tensor `tensor`.
+// A gather's or scatter's value block (Tensor::gather_row): one run per row. The rows' places
+// depend on the index's values, which the plan does not know: they are timed as consecutive
+// rows (each its own run and requests), after the index has arrived.
+Block gathered_block(Block b, uint64_t row) {
+  if (row == 0 || b.run <= row || b.bytes < row) return b;
+  b.run = row;
+  b.levels.assign(1, {b.bytes / row, row});
+  return b;
+}
+
 void set_transfer(Op* o, const Block& b, uint32_t tensor) {
   o->set_addr(b.addr);
   o->set_bytes(b.bytes);
@@ -1024,7 +1043,11 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         for (size_t j = 0; same && j < nt; ++j) same = lp[j] == (has_tile[k][j] ? coord[j] : UINT64_MAX);
         if (!same) {
           auto [o, idx] = add(Op::DMA_IN, in_name[k], tile);
-          set_transfer(o, block_at(k), t.idx);
+          set_transfer(o, gathered_block(block_at(k), t.gather_row), t.idx);
+          // A gather's rows leave once its index is in LX (this tile's, or the last one loaded).
+          if (const bundle::IndirectAccess* ia = t.gather_row ? s.indirect_of(t.idx) : nullptr)
+            for (size_t q = 0; q < ts.size(); ++q)
+              if (ts[q].idx == ia->index_lds && loaded[slot[q]]) o->add_deps(static_cast<uint32_t>(last_load[slot[q]]));
           // Its buffer is free once the compute that used it nbuf tiles ago is done.
           if (loaded[sl] && ti >= nbuf && compute_end[ti - nbuf] >= 0)
             o->add_deps(static_cast<uint32_t>(compute_end[ti - nbuf]));
@@ -1100,7 +1123,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
             if (same) continue;
           }
           auto [o, idx] = add(Op::DMA_OUT, out_name[k], tile);
-          set_transfer(o, block_at(k), t.idx);
+          set_transfer(o, gathered_block(block_at(k), t.gather_row), t.idx);
           if (prev >= 0) o->add_deps(static_cast<uint32_t>(prev));
           stores[k].push_back(idx);
         }
@@ -1201,7 +1224,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
             for (size_t i = 0; i < t.dims.size(); ++i) cnt[i] = units(t, i, ext_of(s, core, t.dims[i]));
             Block b;
             make_block(t, alloc_addr(t, core), off, cnt, SB, b);
-            set_transfer(o, b, t.idx);
+            set_transfer(o, gathered_block(b, t.gather_row), t.idx);
             if (combine >= 0) o->add_deps(static_cast<uint32_t>(combine));
           }
         }

@@ -299,6 +299,10 @@ std::vector<fs::path> small_fixture_dirs(uint64_t max_macs) {
 // every 97th value NaN and every 89th infinite: overflow, saturation and NaN codes through every op.
 std::vector<float> test_inputs(const exec::KernelTensor& kt, bool extreme) {
   auto v = exec::random_values(3 + kt.offset, kt.arg_index, size_t(kt.info.numel()));
+  if (kt.index_bound) {  // a gather's index: row numbers, extreme or not
+    for (auto& x : v) x = std::floor((x + 1.0f) / 2.0f * float(kt.index_bound - 1));
+    return v;
+  }
   if (extreme)
     for (size_t i = 0; i < v.size(); ++i)
       v[i] = i % 97 == 5 ? NAN : i % 89 == 7 ? (i % 2 ? INFINITY : -INFINITY) : v[i] * 1e12f;
