@@ -9,12 +9,15 @@ cmake -S . -B build/fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=
 cmake --build build/fuzz --target vspyre_fuzz_bundle >/dev/null
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
-for d in tests/fixtures/bundles/*/; do
+# The generator's fixtures and the compiler's captures (among them the gathers and scatters,
+# whose indirect-access fields only the captures carry).
+for d in tests/fixtures/bundles/*/ tests/fixtures/captured/*/; do
   [ -f "$d/bundle.mlir" ] || continue
-  # Only the small fixtures: the fuzzer's per-input length limit is 64 KiB.
-  seed="$corpus/$(basename "$d")"
+  seed="$corpus/$(basename "$(dirname "$d")")_$(basename "$d")"
   { cat "$d/bundle.mlir"; for f in $(ls "$d" | grep -E '^sdsc_[0-9]+\.json$' | sort -V); do
       printf '//--sdsc--\n'; cat "$d/$f"; done; } > "$seed"
+  # Only the small fixtures: the fuzzer's per-input length limit is 64 KiB.
+  [ "$(stat -c %s "$seed")" -le 65536 ] || rm -f "$seed"
 done
 build/fuzz/sim/bundle/vspyre_fuzz_bundle "$corpus" -max_total_time="$seconds" -max_len=65536 \
   -print_final_stats=1 2>&1 | tail -15

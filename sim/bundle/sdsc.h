@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -56,6 +57,9 @@ struct Allocation {  // a scheduleTree_ node with nodeType_ "allocate"
   // (relatedIndirectAccessAlloc_, by name_), and an index tensor's indexTensorType_.
   std::string related_indirect;
   std::string index_tensor_type;
+  // padding_: the dims along which this tensor is a windowed op's input (Sdsc::windows), its
+  // extent there the window's totalSize_ rather than N_.
+  std::set<std::string> windowed;
   // backGapCore_: layout dim -> trailing gap in elements, the allocation's extent along that dim
   // beyond the SDSC's N_ (HBM: of the whole tensor, key "-1"; LX: of each core's slice, one key
   // per core, all equal). torch-spyre writes it for a tile of a larger tensor and a padded dim.
@@ -118,6 +122,18 @@ struct IndirectAccess {
   std::vector<std::string> dims;  // the value view's layout dims the index replaces, innermost first
 };
 
+// N_.paddingSizes_[dim] (a pooling window; torch-spyre's avgpoolfwd): output positions along
+// `dim` read the input at position * stride - pad_front + k * dilation for k over the window dim
+// `window_dim`, the input being `total` long along `dim`.
+struct Window {
+  std::string dim, window_dim;
+  int64_t total = 0, stride = 1, dilation = 1, pad_front = 0, pad_back = 0;
+  // The input positions `out` consecutive outputs read, for a window of `window` positions.
+  int64_t span(int64_t out, int64_t window) const {
+    return out <= 0 ? 0 : (out - 1) * stride + (window - 1) * dilation + 1;
+  }
+};
+
 struct Sdsc {
   std::string file;      // name used in messages
   std::string key;       // envelope key "5_realdiv"
@@ -144,6 +160,7 @@ struct Sdsc {
   int masking_constant = -1;  // index in `constants` of the mask value; >= 0 iff masking
   std::vector<ComputeOp> compute_ops;
   std::vector<IndirectAccess> indirect;  // one per value tensor read or written through an index
+  std::vector<Window> windows;           // N_.paddingSizes_, in file order
   std::map<std::string, std::vector<int64_t>> dim_symbols;  // dimToSymbolMapping_ ids per dim
   std::vector<int64_t> symbols;  // every symbol id the SDSC references, ascending, unique
   nlohmann::ordered_json raw;    // the whole file
@@ -156,6 +173,7 @@ struct Sdsc {
   const Allocation* allocation(uint32_t lds_idx, Placement p) const;
   const LayoutInfo* layout_for(const LabeledDs& ds) const;  // primary_ds_info[ds_type]
   const IndirectAccess* indirect_of(uint32_t value_lds) const;  // nullptr: a plain tensor
+  const Window* window_of(std::string_view dim) const;          // nullptr: no window over dim
   bool is_index_tensor(uint32_t lds) const;
   // ds.scale_ entry of `dim`. scale_ follows the primaryDsInfo_ layout of the tensor's role, which
   // an allocation may order differently (a broadcast operand laid out [out, mb] under a primary

@@ -402,6 +402,7 @@ class SdscLoader {
 
     Node n_node = d.at("N_");
     m_s.n = parse_dims(n_node, 1);
+    if (auto ps = n_node.opt("paddingSizes_")) load_windows(*ps);
     Node stage = d.at("dataStageParam_").at("0");
     Node ss_node = stage.at("ss_");
     Node el_node = stage.at("el_");
@@ -579,6 +580,14 @@ class SdscLoader {
           o->fail("an indirect access's " + a.indirect_alloc_type + " must be in hbm, not lx");
       }
       if (auto o = v.opt("relatedIndirectAccessAlloc_")) a.related_indirect = o->as_string();
+      if (auto o = v.opt("padding_")) {
+        o->for_each_member([&](const std::string& dim, const Node& val) {
+          if (!m_s.window_of(dim)) val.fail("padding_ on " + quote(dim) + ", which no N_.paddingSizes_ window covers");
+          if (std::find(a.layout_dim_order.begin(), a.layout_dim_order.end(), dim) == a.layout_dim_order.end())
+            val.fail("padding_ on " + quote(dim) + ", which is not in the allocation's layoutDimOrder_");
+          a.windowed.insert(dim);
+        }, 16);
+      }
       if (auto o = v.opt("indexTensorType_")) a.index_tensor_type = o->as_string();
       if (auto o = v.opt("backGapCore_")) load_back_gap(a, *o);
       const LayoutInfo* layout = m_s.layout_for(ds);
@@ -640,6 +649,12 @@ class SdscLoader {
       int32_t scale = m_s.scale_of(ds, dim);
       auto full = static_cast<uint64_t>(m_s.n_of(dim));
       auto core = static_cast<uint64_t>(std::max(m_s.ss_of(dim), m_s.el_of(dim)));
+      // A windowed op's input: its extent is the window's input, a core's the span of its outputs'.
+      if (const Window* w = a.windowed.count(dim) ? m_s.window_of(dim) : nullptr) {
+        const int64_t k = m_s.n_of(w->window_dim);
+        full = static_cast<uint64_t>(w->total);
+        core = static_cast<uint64_t>(std::min<int64_t>(w->total, w->span(static_cast<int64_t>(core), k)));
+      }
       // A trailing gap widens the whole tensor (HBM) or each core's slice (LX).
       if (auto g = a.back_gap.find(dim); g != a.back_gap.end())
         (a.placement == Placement::hbm ? full : core) += static_cast<uint64_t>(g->second);
@@ -911,6 +926,28 @@ class SdscLoader {
     }
   }
 
+  // ---- windows (N_.paddingSizes_: a pooling op's input extents) ---------------------------------
+  void load_windows(const Node& ps) {
+    ps.for_each_member([&](const std::string& dim, const Node& v) {
+      Window w;
+      w.dim = dim;
+      if (find_dim(m_s.n, dim) < 0) v.fail("window over " + quote(dim) + ", which is not in N_");
+      Node wd = v.at("windowDim_");
+      w.window_dim = wd.as_string();
+      if (find_dim(m_s.n, w.window_dim) < 0) wd.fail("window dim " + quote(w.window_dim) + " is not in N_");
+      w.total = v.at("totalSize_").as_int(1, k_max_dim);
+      if (auto o = v.opt("stride_")) w.stride = o->as_int(1, k_max_dim);
+      if (auto o = v.opt("dilation_")) w.dilation = o->as_int(1, k_max_dim);
+      if (auto o = v.opt("padFront_")) w.pad_front = o->as_int(0, k_max_dim);
+      if (auto o = v.opt("padBack_")) w.pad_back = o->as_int(0, k_max_dim);
+      const int64_t reach = w.span(find_dim(m_s.n, dim), find_dim(m_s.n, w.window_dim));
+      if (reach > w.total + w.pad_front + w.pad_back)
+        v.fail("the windows of N_ " + std::to_string(find_dim(m_s.n, dim)) + " outputs reach " + std::to_string(reach) +
+               " positions, past totalSize_ " + std::to_string(w.total) + " and its padding");
+      m_s.windows.push_back(std::move(w));
+    }, 16);
+  }
+
   // ---- indirect access (B.7): value / index tensor pairs ----------------------------------------
   void load_indirect(const Node& d) {
     Node tree = d.at("scheduleTree_");
@@ -1027,6 +1064,11 @@ uint32_t Sdsc::slices_of(std::string_view dim) const {
   for (const auto& [k, v] : slices_per_dim)
     if (k == dim) return v;
   return 1;
+}
+const Window* Sdsc::window_of(std::string_view dim) const {
+  for (const auto& w : windows)
+    if (w.dim == dim) return &w;
+  return nullptr;
 }
 const IndirectAccess* Sdsc::indirect_of(uint32_t value_lds) const {
   for (const auto& ia : indirect)

@@ -694,9 +694,13 @@ struct Executor {
       const std::string where = s.file + ": computeOp_ '" + op.op_func_name + "'";
       if (!ops::is_supported(op.op_func_name))
         throw ExecError(where + ": operation not supported by the functional executor (vspyre::ops)");
-      if (!detail::is_mappable(op.op_func_name))
+      const bool pool = detail::is_pool(op.op_func_name);
+      if (pool && s.windows.size() != 2)
+        throw ExecError(where + ": a 2-D pooling needs two windows in N_.paddingSizes_, the SDSC gives " +
+                        std::to_string(s.windows.size()));
+      if (!pool && !detail::is_mappable(op.op_func_name))
         throw ExecError(where + ": the executor cannot map this op's tensors to logical shapes "
-                                "(conv/pool/gather/scatter layouts are not implemented)");
+                                "(conv layouts are not implemented)");
       if (op.outputs.size() != 1)
         throw ExecError(where + ": expected one output tensor, got " +
                         std::to_string(op.outputs.size()));
@@ -722,6 +726,7 @@ struct Executor {
       std::vector<uint8_t> obuf = host_buffer(fmt::bytes_for(ot.info.format, size_t(ot.info.numel())));
       ops::TensorView ov = ops::view(obuf.data(), ot.info.format, ot.info.size);
       ops::Attrs a = attrs;
+      if (pool && !ins.empty()) detail::pool_attrs(s, tensor(in_ids.front()).info, a);
       if (red && !ins.empty()) {
         for (int k = 0; k < ins[0].rank() && k < ov.rank(); ++k)
           if (ins[0].size[size_t(k)] != 1 && ov.size[size_t(k)] == 1) {

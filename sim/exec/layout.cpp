@@ -195,6 +195,30 @@ bool is_mappable(std::string_view op) {
                                              "scatter_add"};
   return !no.count(op);
 }
+void pool_attrs(const bundle::Sdsc& s, const TensorInfo& in, ops::Attrs& a) {
+  const bundle::Window& h = s.windows.at(0);
+  const bundle::Window& w = s.windows.at(1);
+  for (const bundle::Window* x : {&h, &w})
+    if (x->pad_front != x->pad_back || x->dilation != 1)
+      throw ExecError(s.file + ": N_/paddingSizes_/" + x->dim + ": padding " + std::to_string(x->pad_front) + "/" +
+                      std::to_string(x->pad_back) + " with dilation " + std::to_string(x->dilation) +
+                      " is not implemented (equal padding, dilation 1)");
+  auto axis = [&](const std::string& d) {
+    const auto it = std::find(in.dims.begin(), in.dims.end(), d);
+    if (it == in.dims.end()) throw ExecError(s.file + ": " + in.name + " has no dim '" + d + "' to pool over");
+    return int(it - in.dims.begin());
+  };
+  a.pool_dim_h = axis(h.dim);
+  a.pool_dim_w = axis(w.dim);
+  a.kernel_h = s.n_of(h.window_dim);
+  a.kernel_w = s.n_of(w.window_dim);
+  a.stride_h = h.stride;
+  a.stride_w = w.stride;
+  a.pad_h = h.pad_front;
+  a.pad_w = w.pad_front;
+}
+
+bool is_pool(std::string_view op) { return op == "avgpoolfwd" || op == "avgpoolnmapfwd" || op == "maxpoolfwd"; }
 
 MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
   const bundle::Sdsc& s = *r.sdsc;
@@ -242,12 +266,17 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
                     " layoutDimOrder_");
   t.stick_pos = size_t(sp - t.layout.begin());
 
-  // Logical sizes per layout dim.
+  // Logical sizes per layout dim: N_, or a windowed op's input extent (padding_, Sdsc::windows).
   std::vector<int64_t> tsize(n);
+  std::vector<const bundle::Window*> window(n, nullptr);
   for (size_t i = 0; i < n; ++i) {
     const int64_t N = s.n_of(t.layout[i]);
     if (N <= 0) throw ExecError(where + ": dim '" + t.layout[i] + "' has no size in N_");
     tsize[i] = s.scale_of(ds, t.layout[i]) == 1 ? N : 1;
+    if (al.windowed.count(t.layout[i]) && tsize[i] > 1) {
+      window[i] = s.window_of(t.layout[i]);
+      tsize[i] = window[i]->total;
+    }
   }
   // Trailing gaps: the tensor's extent along a dim exceeds the SDSC's (a tile of a larger tensor,
   // a padded dim); HBM: of the whole tensor, LX: of each core's slice.
@@ -321,6 +350,10 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
     const std::string& d = t.layout[i];
     if (s.scale_of(ds, d) != 1) {
       slice_elems[i] = 1;
+    } else if (window[i]) {
+      // The input positions a core's outputs read (their windows overlap from core to core).
+      const int64_t out = std::max<int64_t>({s.ss_of(d), s.el_of(d), 1});
+      slice_elems[i] = std::min(tsize[i], window[i]->span(out, s.n_of(window[i]->window_dim)));
     } else if (!own.empty()) {
       const int64_t cnt = own_count.count(d) ? own_count[d] : 1;
       if (tsize[i] % cnt != 0)
@@ -372,7 +405,16 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
             auto di = ci->second.find(d);
             if (di != ci->second.end()) k = di->second;
           }
-          if (slices > 1) {
+          if (slices > 1 && window[i]) {
+            // A windowed input: core k's outputs start at output k x ss_ and read from input
+            // position (k x ss_) x stride - padFront on, the span of its outputs' windows.
+            const bundle::Window& w = *window[i];
+            const int64_t ss = s.ss_of(d) > 0 ? s.ss_of(d) : 1;
+            const int64_t el = s.el_of(d) > 0 ? s.el_of(d) : ss;
+            const int64_t outs = k == int64_t(slices) - 1 ? el : ss;
+            o = std::max<int64_t>(0, k * ss * w.stride - w.pad_front);
+            e = std::min(tsize[i] - o, w.span(outs, s.n_of(w.window_dim)));
+          } else if (slices > 1) {
             const int64_t ss = s.ss_of(d) > 0 ? s.ss_of(d) : tsize[i];
             const int64_t el = s.el_of(d) > 0 ? s.el_of(d) : ss;
             o = k * ss;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/exec/exec.h"
+#include "sim/ops/ops.h"
 
 namespace vspyre::exec::detail {
 
@@ -153,5 +154,11 @@ uint64_t indirect_row_bytes(const bundle::IndirectAccess& ia, const MappedTensor
 bool is_reduction(std::string_view op);  // the output is listed as an input (accumulator)
 bool is_matmul(std::string_view op);
 bool is_mappable(std::string_view op);   // shapes follow from N_ (not conv/pool/indirect)
+// 2-D pooling: mappable when the SDSC gives its two windows (N_.paddingSizes_, Sdsc::windows).
+bool is_pool(std::string_view op);
+// The pooling parameters of `s`'s two windows (the first is H) on input `in`: window, stride,
+// padding and the input's host axes of the two windowed dims. Throws ExecError on an uneven
+// padding (padFront_ != padBack_), which vspyre::ops::pool2d does not take.
+void pool_attrs(const bundle::Sdsc& s, const TensorInfo& in, ops::Attrs& a);
 
 }  // namespace vspyre::exec::detail

@@ -414,6 +414,55 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     }
     return out;
   }
+  if (detail::is_pool(name) && in.size() == 1) {
+    // 2-D pooling over the SDSC's two windows (Sdsc::windows): each output position reads the
+    // input at position x stride - pad + k for k over the window; avgpoolfwd scales the window's
+    // sum by nmap (1 / window size by default), avgpoolnmapfwd divides it by the positions inside
+    // the input, maxpoolfwd takes the largest. Error bound as for sum / max reductions.
+    if (s.windows.size() != 2) throw Unavailable{"a 2-D pooling needs two windows"};
+    if (in0.dims.size() != out.dims.size()) throw Unavailable{"pooling input and output ranks differ"};
+    const bundle::Window& wh = s.windows[0];
+    const bundle::Window& ww = s.windows[1];
+    auto axis = [&](const std::string& d) {
+      const auto it = std::find(out.dims.begin(), out.dims.end(), d);
+      if (it == out.dims.end() || in0.dims[size_t(it - out.dims.begin())] != d)
+        throw Unavailable{"pooling dim '" + d + "' not in the same place in input and output"};
+      return size_t(it - out.dims.begin());
+    };
+    const size_t dh = axis(wh.dim), dw = axis(ww.dim);
+    const int64_t kh = s.n_of(wh.window_dim), kw = s.n_of(ww.window_dim);
+    const int64_t H = in0.size[dh], W = in0.size[dw];
+    const auto ist = strides(in0.size);
+    const bool avg = name == "avgpoolfwd", nmap_div = name == "avgpoolnmapfwd";
+    const double nmap = constant_value(s, "nmap", 1.0 / double(kh * kw));
+    const bool exact = in0.depth == 0;
+    if (!exact) out.m.resize(size_t(n));
+    for (int64_t e = 0; e < n; ++e, next()) {
+      int64_t base = 0;
+      for (size_t i = 0; i < k.size(); ++i)
+        if (i != dh && i != dw) base += k[i] * ist[i];
+      double acc = avg || nmap_div ? 0.0 : -INFINITY, acc_e = 0;
+      int64_t count = 0;
+      for (int64_t y = 0; y < kh; ++y) {
+        const int64_t ih = k[dh] * wh.stride - wh.pad_front + y * wh.dilation;
+        if (ih < 0 || ih >= H) continue;
+        for (int64_t x = 0; x < kw; ++x) {
+          const int64_t iw = k[dw] * ww.stride - ww.pad_front + x * ww.dilation;
+          if (iw < 0 || iw >= W) continue;
+          const size_t at = size_t(base + ih * ist[dh] + iw * ist[dw]);
+          const double v = in0.v[at];
+          ++count;
+          if (avg || nmap_div) acc += v;
+          else acc = std::max(acc, v);
+          if (!exact) acc_e = avg || nmap_div ? acc_e + budget(in0, at, out.format) : std::max(acc_e, budget(in0, at, out.format));
+        }
+      }
+      const double scale = avg ? nmap : nmap_div ? (count ? 1.0 / double(count) : 0.0) : 1.0;
+      out.v[size_t(e)] = acc * scale;
+      if (!exact) out.m[size_t(e)] = (mulz(acc_e, std::fabs(scale)) + rounded(out.v[size_t(e)], out.format)) / out.depth;
+    }
+    return out;
+  }
   if (detail::is_matmul(name) && in.size() == 2) {
     // out [batch..., M, N]; a [batch..., M, K]; b [batch..., K, N] (dims by name).
     const size_t r = out.dims.size();

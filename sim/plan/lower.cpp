@@ -90,6 +90,8 @@ struct Tensor {
   // inner, direct dims). Each row is wherever its index points, so a block moves as one run per
   // row; 0 for any other tensor.
   uint64_t gather_row = 0;
+  // Per layout dim: the window this tensor is the input of along it (a pooling's), else null.
+  std::vector<const bundle::Window*> win;
   bool has(const std::string& d) const {
     for (size_t i = 0; i < dims.size(); ++i)
       if (dims[i] == d && !reduced[i]) return true;
@@ -199,13 +201,20 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
       if (pad != restickify_pad.end()) ext -= pad->second;
       if (al && al->placement == Placement::hbm && (pad == restickify_pad.end() || stk))
         if (auto g = al->back_gap.find(d); g != al->back_gap.end()) ext += g->second;
+      // A windowed op's input (padding_: a pooling's): the window's input extent, and per core
+      // the span its outputs' windows read.
+      const bundle::Window* win = al && al->windowed.count(d) ? s.window_of(d) : nullptr;
+      if (win) ext = win->total;
       const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(1, ext));
       const uint64_t full = red ? 1 : stk ? ceil_div(n, t.stick_elems) : n;
       t.reduced.push_back(red);
       t.stick.push_back(stk);
+      t.win.push_back(red ? nullptr : win);
       t.full.push_back(full);
       t.stride.push_back(stride);
-      t.max_ext.push_back(max_ext_of(s, d));
+      t.max_ext.push_back(win ? static_cast<uint64_t>(std::min<int64_t>(
+                                    win->total, win->span(static_cast<int64_t>(max_ext_of(s, d)), s.n_of(win->window_dim))))
+                              : max_ext_of(s, d));
       stride *= full;
     }
     if (primary_order && t.hbm && li) t.move = primary_walk(t, *li);
@@ -586,6 +595,8 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   for (const auto& d : reduced_dims)
     if (std::find(order.begin(), order.end(), d) == order.end()) order.push_back(d);
   for (const auto& d : order) {
+    // A window's dim is not cut: a tile of outputs would need its inputs' overlapping windows.
+    if (s.window_of(d)) continue;
     DimTile dt;
     dt.dim = d;
     for (const auto& t : ts)
@@ -965,7 +976,13 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     // This core's extent of each layout dim of each tensor, of each N_ dim, of each tile loop's dim.
     std::vector<std::vector<uint64_t>> dim_ext(ts.size());
     for (size_t k = 0; k < ts.size(); ++k)
-      for (size_t i = 0; i < ts[k].dims.size(); ++i) dim_ext[k].push_back(ts[k].reduced[i] ? 0 : core_ext[ts[k].dims[i]]);
+      for (size_t i = 0; i < ts[k].dims.size(); ++i) {
+        uint64_t e = ts[k].reduced[i] ? 0 : core_ext[ts[k].dims[i]];
+        if (const bundle::Window* w = ts[k].win[i])  // a window's input: what this core's outputs read
+          e = static_cast<uint64_t>(
+              std::min<int64_t>(w->total, w->span(static_cast<int64_t>(e), s.n_of(w->window_dim))));
+        dim_ext[k].push_back(e);
+      }
     std::vector<uint64_t> n_ext;
     for (const auto& [d, v] : s.n) n_ext.push_back(core_ext[d]);
     std::vector<uint64_t> tile_dim_ext;
