@@ -100,7 +100,10 @@ Addressing addressing(const bundle::LoadedBundle& truth, const exec::KernelTenso
   for (size_t i = 0; i < al->layout_dim_order.size(); ++i) {
     const std::string& d = al->layout_dim_order[i];
     const bool padded = pad.count(d) > 0;
-    const int64_t size = s.scale_of(ds, d) == 1 ? s.n_of(d) - (padded ? pad.at(d) : 0) : 1;
+    int64_t size = s.scale_of(ds, d) == 1 ? s.n_of(d) - (padded ? pad.at(d) : 0) : 1;
+    // A pooling's input (padding_ on the dim): the window's input extent, N_.paddingSizes_.
+    if (node.contains("padding_") && node.at("padding_").contains(d) && s.scale_of(ds, d) == 1)
+      size = dsc.at("N_").at("paddingSizes_").at(d).at("totalSize_").get<int64_t>();
     const int64_t trailing = padded && d != li->stick_dim_order[0] ? 0 : gap_in(node, d);
     const int64_t extent = s.scale_of(ds, d) == 1 ? size + trailing : 1;
     auto it = std::find(a.host_dims.begin(), a.host_dims.end(), d);
