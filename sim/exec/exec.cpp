@@ -736,7 +736,16 @@ struct Executor {
       }
       const auto t0 = std::chrono::steady_clock::now();
       try {
-        ops::run(op.op_func_name, ins, std::span<const ops::TensorView>(&ov, 1), a);
+        // top-k: the compiler names the scanned dim in the input and the k dim in the output
+        // differently (x [out, x] -> [mb, x], k along mb): the output is viewed with its k axis
+        // in the scanned axis's place.
+        int scan = -1;
+        ops::TensorView tv = ov;
+        if ((op.op_func_name == "topkvalue" || op.op_func_name == "topkindex") && ins.size() == 1 &&
+            detail::topk_view(ins[0], tv, scan))
+          ops::topk(ins[0], tv, scan, op.op_func_name == "topkindex");
+        else
+          ops::run(op.op_func_name, ins, std::span<const ops::TensorView>(&ov, 1), a);
       } catch (const std::exception& e) {
         throw ExecError(where + ": " + e.what());
       }

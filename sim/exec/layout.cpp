@@ -218,6 +218,30 @@ void pool_attrs(const bundle::Sdsc& s, const TensorInfo& in, ops::Attrs& a) {
   a.pad_w = w.pad_front;
 }
 
+bool topk_view(const ops::TensorView& in, ops::TensorView& out, int& scan) {
+  const int r = in.rank();
+  if (out.rank() != r) return false;
+  int s = -1, k = -1;
+  for (int i = 0; i < r; ++i) {
+    const int64_t a = in.size[size_t(i)], b = out.size[size_t(i)];
+    if (a == b) continue;
+    if (b == 1 && s < 0) s = i;
+    else if (a == 1 && k < 0) k = i;
+    else return false;
+  }
+  if (s < 0 || k < 0) return false;
+  std::vector<int64_t> st = out.stride.empty() ? fmt::contiguous_strides(out.size) : out.stride;
+  ops::TensorView v = out;
+  v.size = in.size;
+  v.size[size_t(s)] = out.size[size_t(k)];
+  v.stride = st;
+  v.stride[size_t(s)] = st[size_t(k)];
+  v.stride[size_t(k)] = 0;
+  out = v;
+  scan = s;
+  return true;
+}
+
 bool is_pool(std::string_view op) { return op == "avgpoolfwd" || op == "avgpoolnmapfwd" || op == "maxpoolfwd"; }
 
 MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {

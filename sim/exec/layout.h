@@ -151,6 +151,11 @@ uint64_t value_rows(const std::vector<bundle::ResolvedExecution>& plan, size_t p
 // Bytes of one row of the value view `value` (the full stride of its innermost indirect dim).
 uint64_t indirect_row_bytes(const bundle::IndirectAccess& ia, const MappedTensor& value);
 
+// A top-k whose input scans one axis (size > 1 in the input, 1 in the output) and whose output
+// holds k along another (1 in the input): `out` becomes a view of the same data with the k axis in
+// the scanned axis's place, `scan` that axis. False (nothing changed) when the shapes are not so.
+bool topk_view(const ops::TensorView& in, ops::TensorView& out, int& scan);
+
 bool is_reduction(std::string_view op);  // the output is listed as an input (accumulator)
 bool is_matmul(std::string_view op);
 bool is_mappable(std::string_view op);   // shapes follow from N_ (not conv/pool/indirect)

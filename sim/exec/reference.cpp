@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <numbers>
+#include <numeric>
 #include <optional>
 #include <mutex>
 #include <set>
@@ -411,6 +412,47 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       if (!exact)
         out.m[size_t(e)] = ((r == "mean" ? mulz(acc_e, std::fabs(scale)) : acc_e) + rounded(out.v[size_t(e)], out.format)) /
                            out.depth;
+    }
+    return out;
+  }
+  if ((name == "topkvalue" || name == "topkindex") && in.size() == 1) {
+    // The input scans one axis (size > 1 there, 1 in the output), the output holds k along
+    // another (1 in the input), as the compiler names them; or the same axis in both. Larger
+    // first, NaN largest, ties to the lower index (torch.topk). Values are copies of inputs;
+    // indices exact integers.
+    if (in0.size.size() != out.size.size()) throw Unavailable{"top-k input and output ranks differ"};
+    const size_t r = out.size.size();
+    int sa = -1, ka = -1;
+    for (size_t i = 0; i < r; ++i) {
+      if (in0.size[i] == out.size[i]) continue;
+      if (out.size[i] == 1 && sa < 0) sa = int(i);
+      else if (in0.size[i] == 1 && ka < 0) ka = int(i);
+      else if (in0.size[i] > out.size[i] && sa < 0 && ka < 0) sa = ka = int(i);
+      else throw Unavailable{"top-k shapes differ in more than the scanned and the k axes"};
+    }
+    if (sa < 0 || ka < 0) throw Unavailable{"cannot tell the top-k axes"};
+    const auto ist = strides(in0.size);
+    const int64_t len = in0.size[size_t(sa)], kk = out.size[size_t(ka)];
+    if (kk > len) throw Unavailable{"top-k k exceeds the scanned axis"};
+    const bool idx = name == "topkindex";
+    std::vector<int64_t> order(static_cast<size_t>(len));
+    // Walk the output's slices: every output coordinate with the k axis at 0.
+    for (int64_t e = 0; e < n; ++e, next()) {
+      if (k[size_t(ka)] != 0) continue;
+      int64_t base = 0;
+      for (size_t i = 0; i < r; ++i)
+        if (int(i) != sa && int(i) != ka) base += k[i] * ist[i];
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+        const double a = in0.v[size_t(base + x * ist[size_t(sa)])], b = in0.v[size_t(base + y * ist[size_t(sa)])];
+        const bool na = std::isnan(a), nb = std::isnan(b);
+        if (na != nb) return na;
+        return !na && a > b;
+      });
+      for (int64_t j = 0; j < kk; ++j) {
+        const size_t at = size_t(e + j * ost[size_t(ka)]);
+        out.v[at] = idx ? double(order[size_t(j)]) : in0.v[size_t(base + order[size_t(j)] * ist[size_t(sa)])];
+      }
     }
     return out;
   }

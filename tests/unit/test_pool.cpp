@@ -4,6 +4,7 @@
 // as memory holds them (one core, and the output rows split over four), and the plan's reads.
 #include "catch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -156,4 +157,39 @@ TEST_CASE("pool: the plan reads the whole input the windows cover, once", "[pool
   CHECK(out == 2 * 4 * 4 * 128);  // the 4 x 4 output
   const PlanResult r = run_plan(card, p);
   CHECK(r.kernel_ps > 0);
+}
+
+TEST_CASE("topk: values and indices over a dim the compiler renames, against a stable sort", "[pool]") {
+  // torch.topk(x [64,256], 4, dim=0): the input scans `out` (64), the output holds k along `mb`.
+  for (const char* name : {"topk_64x256_k4_dim0_c1", "topkindex_64x256_k4_dim0_c1"}) {
+    INFO(name);
+    const bool indices = std::string(name).rfind("topkindex", 0) == 0;
+    const auto lb = bundle::load_bundle(k_captured / name);
+    const auto b = plan::default_bindings(lb);
+    const auto plan = bundle::resolve(lb, b);
+    const auto kts = exec::kernel_tensors(lb, plan, b);
+    REQUIRE(kts.size() == 2);
+    exec::SparseMemory mem;
+    // Values with ties (multiples of 1/8 in [-4, 4)): a tie goes to the lower index.
+    std::vector<float> v(size_t(kts[0].info.numel()));
+    const auto r = exec::random_values(11, 0, v.size());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::floor(r[i] * 32.0f) / 8.0f;
+    exec::write_tensor(mem, kts[0].info, v);
+    const std::vector<float> x = exec::read_tensor(mem, kts[0].info);  // host [1, x=256, out=64]
+    exec::run(lb, plan, mem);
+    const std::vector<float> y = exec::read_tensor(mem, kts[1].info);  // host [mb=4, x=256, 1]
+    REQUIRE(x.size() == 256 * 64);
+    REQUIRE(y.size() == 4 * 256);
+    size_t wrong = 0;
+    for (size_t c = 0; c < 256; ++c) {
+      std::vector<int> order(64);
+      for (int i = 0; i < 64; ++i) order[size_t(i)] = i;
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b2) { return x[c * 64 + size_t(a)] > x[c * 64 + size_t(b2)]; });
+      for (size_t j = 0; j < 4; ++j) {
+        const float want = indices ? float(order[j]) : x[c * 64 + size_t(order[j])];
+        wrong += y[j * 256 + c] != want;
+      }
+    }
+    CHECK(wrong == 0);
+  }
 }
