@@ -957,7 +957,7 @@ class SdscLoader {
         if (a.name == name) return &a;
       return nullptr;
     };
-    std::set<uint32_t> index_lds, value_lds;
+    std::set<uint32_t> index_lds;
     for (const auto& a : m_s.allocations) {
       const LabeledDs& ds = m_s.labeled_ds[a.lds_idx];
       const bool idx = a.indirect_alloc_type == "index_tensor";
@@ -982,7 +982,6 @@ class SdscLoader {
           node_of(a).fail("an index tensor must be SENUINT32 or IEEE_INT32, " + quote(ds.name) + " is not");
         continue;
       }
-      value_lds.insert(a.lds_idx);
       IndirectAccess ia;
       ia.value_lds = a.lds_idx;
       ia.index_lds = other->lds_idx;
