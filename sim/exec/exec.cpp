@@ -695,10 +695,11 @@ struct Executor {
       if (!ops::is_supported(op.op_func_name))
         throw ExecError(where + ": operation not supported by the functional executor (vspyre::ops)");
       const bool pool = detail::is_pool(op.op_func_name);
-      if (pool && s.windows.size() != 2)
-        throw ExecError(where + ": a 2-D pooling needs two windows in N_.paddingSizes_, the SDSC gives " +
+      const bool dwconv = op.op_func_name == "depthwiseconv2dnative";
+      if ((pool || dwconv) && s.windows.size() != 2)
+        throw ExecError(where + ": a 2-D window op needs two windows in N_.paddingSizes_, the SDSC gives " +
                         std::to_string(s.windows.size()));
-      if (!pool && !detail::is_mappable(op.op_func_name))
+      if (!pool && !dwconv && !detail::is_mappable(op.op_func_name))
         throw ExecError(where + ": the executor cannot map this op's tensors to logical shapes "
                                 "(conv layouts are not implemented)");
       if (op.outputs.size() != 1)
@@ -741,7 +742,16 @@ struct Executor {
         // in the scanned axis's place.
         int scan = -1;
         ops::TensorView tv = ov;
-        if ((op.op_func_name == "topkvalue" || op.op_func_name == "topkindex") && ins.size() == 1 &&
+        ops::TensorView xv, wv, cv;
+        if (dwconv) {
+          if (ins.size() != 2 ||
+              !detail::conv_views(s, ins[0], tensor(in_ids[0]).info, ins[1], tensor(in_ids[1]).info, ov, ot.info, xv, wv,
+                                  cv))
+            throw ExecError("the tensors are not an input [.., H, W, C], a weight [KH, KW, C] and an output");
+          detail::conv_attrs(s, a);
+          const ops::TensorView xs[2] = {xv, wv};
+          ops::run(op.op_func_name, std::span<const ops::TensorView>(xs, 2), std::span<const ops::TensorView>(&cv, 1), a);
+        } else if ((op.op_func_name == "topkvalue" || op.op_func_name == "topkindex") && ins.size() == 1 &&
             detail::topk_view(ins[0], tv, scan))
           ops::topk(ins[0], tv, scan, op.op_func_name == "topkindex");
         else

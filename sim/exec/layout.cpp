@@ -26,7 +26,8 @@ const std::set<std::string_view>& reductions() {
   static const auto& s = *new const std::set<std::string_view>{
       "sum", "max", "min", "mean", "absmax", "exx2", "exx2_zeromean", "sumnonstick",
       "maxnonstick", "minnonstick", "meannonstick", "absmaxnonstick", "quantscalepertoken",
-      "quantscalepertokenfp8", "topkvalue", "topkindex"};
+      "quantscalepertokenfp8", "topkvalue", "topkindex",
+      "depthwiseconv2dnative"};  // the compiler lists its output as an input too (an accumulator)
   return s;
 }
 
@@ -195,6 +196,20 @@ bool is_mappable(std::string_view op) {
                                              "scatter_add"};
   return !no.count(op);
 }
+void conv_attrs(const bundle::Sdsc& s, ops::Attrs& a) {
+  const bundle::Window& h = s.windows.at(0);
+  const bundle::Window& w = s.windows.at(1);
+  for (const bundle::Window* x : {&h, &w})
+    if (x->pad_front != x->pad_back || x->dilation != 1)
+      throw ExecError(s.file + ": N_/paddingSizes_/" + x->dim + ": padding " + std::to_string(x->pad_front) + "/" +
+                      std::to_string(x->pad_back) + " with dilation " + std::to_string(x->dilation) +
+                      " is not implemented (equal padding, dilation 1)");
+  a.stride_h = h.stride;
+  a.stride_w = w.stride;
+  a.pad_h = h.pad_front;
+  a.pad_w = w.pad_front;
+}
+
 void pool_attrs(const bundle::Sdsc& s, const TensorInfo& in, ops::Attrs& a) {
   const bundle::Window& h = s.windows.at(0);
   const bundle::Window& w = s.windows.at(1);
@@ -239,6 +254,48 @@ bool topk_view(const ops::TensorView& in, ops::TensorView& out, int& scan) {
   v.stride[size_t(k)] = 0;
   out = v;
   scan = s;
+  return true;
+}
+
+bool conv_views(const bundle::Sdsc& s, const ops::TensorView& x, const TensorInfo& xi, const ops::TensorView& w,
+                const TensorInfo& wi, const ops::TensorView& o, const TensorInfo& oi, ops::TensorView& xv,
+                ops::TensorView& wv, ops::TensorView& ov) {
+  if (s.windows.size() != 2) return false;
+  const bundle::Window& h = s.windows[0];
+  const bundle::Window& wd = s.windows[1];
+  // The channel dim: the output's stick dim (a dim in all three that is neither a window's nor a
+  // window dim); a batch: any other dim of the output with more than one element.
+  std::string chan, batch;
+  for (size_t i = 0; i < oi.dims.size(); ++i) {
+    const std::string& d = oi.dims[i];
+    if (d == h.dim || d == wd.dim || d == h.window_dim || d == wd.window_dim) continue;
+    const bool in_w = std::find(wi.dims.begin(), wi.dims.end(), d) != wi.dims.end() &&
+                      wi.size[size_t(std::find(wi.dims.begin(), wi.dims.end(), d) - wi.dims.begin())] > 1;
+    if (in_w && chan.empty()) chan = d;
+    else if (oi.size[i] > 1 && batch.empty()) batch = d;
+    else if (oi.size[i] > 1) return false;
+  }
+  if (chan.empty()) return false;
+  auto pick = [](const ops::TensorView& t, const TensorInfo& info, const std::vector<std::string>& want,
+                 ops::TensorView& out) {
+    const std::vector<int64_t> st = t.stride.empty() ? fmt::contiguous_strides(t.size) : t.stride;
+    out = t;
+    out.size.clear();
+    out.stride.clear();
+    for (const auto& d : want) {
+      const auto it = std::find(info.dims.begin(), info.dims.end(), d);
+      if (d.empty() || it == info.dims.end()) {
+        out.size.push_back(1);
+        out.stride.push_back(0);
+      } else {
+        out.size.push_back(t.size[size_t(it - info.dims.begin())]);
+        out.stride.push_back(st[size_t(it - info.dims.begin())]);
+      }
+    }
+  };
+  pick(x, xi, {batch, chan, h.dim, wd.dim}, xv);          // NCHW
+  pick(w, wi, {chan, "", h.window_dim, wd.window_dim}, wv);  // OIHW, one input channel per group
+  pick(o, oi, {batch, chan, h.dim, wd.dim}, ov);          // NOHW
   return true;
 }
 

@@ -456,6 +456,54 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     }
     return out;
   }
+  if (name == "depthwiseconv2dnative" && in.size() == 2) {
+    // Depthwise convolution over the SDSC's two windows, by dim name: out[.., oh, ow, c] = sum
+    // over the window of x[.., oh x stride - pad + ki, ow x stride - pad + kj, c] x w[ki, kj, c].
+    // Error bound as for a matmul: sum of E_x |w| + |x| E_w, plus |r|.
+    if (s.windows.size() != 2) throw Unavailable{"a depthwise convolution needs two windows"};
+    const bundle::Window& wh = s.windows[0];
+    const bundle::Window& ww = s.windows[1];
+    auto at_of = [](const RefTensor& t, const std::string& d) {
+      const auto it = std::find(t.dims.begin(), t.dims.end(), d);
+      return it == t.dims.end() ? -1 : int(it - t.dims.begin());
+    };
+    const int oh_o = at_of(out, wh.dim), ow_o = at_of(out, ww.dim);
+    const int oh_x = at_of(in0, wh.dim), ow_x = at_of(in0, ww.dim);
+    const int kh_w = at_of(in1, wh.window_dim), kw_w = at_of(in1, ww.window_dim);
+    if (oh_o < 0 || ow_o < 0 || oh_x < 0 || ow_x < 0 || kh_w < 0 || kw_w < 0)
+      throw Unavailable{"the window dims are not where a depthwise convolution has them"};
+    const int64_t KH = in1.size[size_t(kh_w)], KW = in1.size[size_t(kw_w)];
+    const int64_t H = in0.size[size_t(oh_x)], W = in0.size[size_t(ow_x)];
+    const auto xst = strides(in0.size), wst = strides(in1.size);
+    const bool exact = in0.depth == 0 && in1.depth == 0;
+    if (!exact) out.m.resize(size_t(n));
+    for (int64_t e = 0; e < n; ++e, next()) {
+      // The output coordinate's other dims (channel, batch) index x and w by name.
+      int64_t xb = 0, wb = 0;
+      for (size_t i = 0; i < k.size(); ++i) {
+        if (int(i) == oh_o || int(i) == ow_o) continue;
+        if (const int xi = at_of(in0, out.dims[i]); xi >= 0 && in0.size[size_t(xi)] > 1) xb += k[i] * xst[size_t(xi)];
+        if (const int wi = at_of(in1, out.dims[i]); wi >= 0 && in1.size[size_t(wi)] > 1) wb += k[i] * wst[size_t(wi)];
+      }
+      double acc = 0, acc_e = 0;
+      for (int64_t y = 0; y < KH; ++y) {
+        const int64_t ih = k[size_t(oh_o)] * wh.stride - wh.pad_front + y * wh.dilation;
+        if (ih < 0 || ih >= H) continue;
+        for (int64_t x = 0; x < KW; ++x) {
+          const int64_t iw = k[size_t(ow_o)] * ww.stride - ww.pad_front + x * ww.dilation;
+          if (iw < 0 || iw >= W) continue;
+          const size_t xa = size_t(xb + ih * xst[size_t(oh_x)] + iw * xst[size_t(ow_x)]);
+          const size_t wa = size_t(wb + y * wst[size_t(kh_w)] + x * wst[size_t(kw_w)]);
+          acc += in0.v[xa] * in1.v[wa];
+          if (!exact)
+            acc_e += budget(in0, xa, out.format) * std::fabs(in1.v[wa]) + std::fabs(in0.v[xa]) * budget(in1, wa, out.format);
+        }
+      }
+      out.v[size_t(e)] = acc;
+      if (!exact) out.m[size_t(e)] = (acc_e + rounded(acc, out.format)) / out.depth;
+    }
+    return out;
+  }
   if (detail::is_pool(name) && in.size() == 1) {
     // 2-D pooling over the SDSC's two windows (Sdsc::windows): each output position reads the
     // input at position x stride - pad + k for k over the window; avgpoolfwd scales the window's

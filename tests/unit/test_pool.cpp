@@ -193,3 +193,37 @@ TEST_CASE("topk: values and indices over a dim the compiler renames, against a s
     CHECK(wrong == 0);
   }
 }
+
+TEST_CASE("dwconv: a depthwise convolution sums each channel's window times its weights", "[pool]") {
+  const auto lb = bundle::load_bundle(k_captured / "dwconv_1x64x32x32_k3_c1");
+  const auto b = plan::default_bindings(lb);
+  const auto plan = bundle::resolve(lb, b);
+  const auto kts = exec::kernel_tensors(lb, plan, b);
+  REQUIRE(kts.size() == 3);
+  exec::SparseMemory mem;
+  for (const auto& kt : kts)
+    if (kt.read_first) exec::write_random_input(mem, kt, 5);
+  const std::vector<float> x = exec::read_tensor(mem, kts[0].info);  // host [C=64, H=32, W=32, 1, 1]
+  const std::vector<float> w = exec::read_tensor(mem, kts[1].info);  // host [C=64, 1, 1, KH=3, KW=3]
+  exec::run(lb, plan, mem);
+  const std::vector<float> y = exec::read_tensor(mem, kts[2].info);  // host [C=64, 30, 30, 1, 1]
+  REQUIRE(x.size() == 64 * 32 * 32);
+  REQUIRE(w.size() == 64 * 9);
+  REQUIRE(y.size() == 64 * 30 * 30);
+  double worst = 0;
+  for (size_t c = 0; c < 64; ++c)
+    for (size_t oh = 0; oh < 30; ++oh)
+      for (size_t ow = 0; ow < 30; ++ow) {
+        double acc = 0, mag = 0;
+        for (size_t ki = 0; ki < 3; ++ki)
+          for (size_t kj = 0; kj < 3; ++kj) {
+            const double p = double(x[(c * 32 + oh + ki) * 32 + ow + kj]) * double(w[c * 9 + ki * 3 + kj]);
+            acc += p;
+            mag += std::fabs(p);
+          }
+        // Within one DL16 rounding of the result, relative to the products' magnitude (the fp32
+        // sum cancels).
+        worst = std::max(worst, std::fabs(double(y[(c * 30 + oh) * 30 + ow]) - acc) / (std::max(mag, 1e-3) * std::ldexp(1.0, -9)));
+      }
+  CHECK(worst <= 1.0);
+}
