@@ -296,7 +296,8 @@ bool conv_views(const bundle::Sdsc& s, const ops::TensorView& x, const TensorInf
   pick(x, xi, {batch, chan, h.dim, wd.dim}, xv);          // NCHW
   pick(w, wi, {chan, "", h.window_dim, wd.window_dim}, wv);  // OIHW, one input channel per group
   pick(o, oi, {batch, chan, h.dim, wd.dim}, ov);          // NOHW
-  return true;
+  // Every element in its view: no dim of more than one element left out.
+  return xv.numel() == x.numel() && wv.numel() == w.numel() && ov.numel() == o.numel();
 }
 
 bool is_pool(std::string_view op) { return op == "avgpoolfwd" || op == "avgpoolnmapfwd" || op == "maxpoolfwd"; }
