@@ -211,13 +211,9 @@ void conv_attrs(const bundle::Sdsc& s, ops::Attrs& a) {
 }
 
 void pool_attrs(const bundle::Sdsc& s, const TensorInfo& in, ops::Attrs& a) {
+  conv_attrs(s, a);  // stride and padding, checked
   const bundle::Window& h = s.windows.at(0);
   const bundle::Window& w = s.windows.at(1);
-  for (const bundle::Window* x : {&h, &w})
-    if (x->pad_front != x->pad_back || x->dilation != 1)
-      throw ExecError(s.file + ": N_/paddingSizes_/" + x->dim + ": padding " + std::to_string(x->pad_front) + "/" +
-                      std::to_string(x->pad_back) + " with dilation " + std::to_string(x->dilation) +
-                      " is not implemented (equal padding, dilation 1)");
   auto axis = [&](const std::string& d) {
     const auto it = std::find(in.dims.begin(), in.dims.end(), d);
     if (it == in.dims.end()) throw ExecError(s.file + ": " + in.name + " has no dim '" + d + "' to pool over");
@@ -227,10 +223,6 @@ void pool_attrs(const bundle::Sdsc& s, const TensorInfo& in, ops::Attrs& a) {
   a.pool_dim_w = axis(w.dim);
   a.kernel_h = s.n_of(h.window_dim);
   a.kernel_w = s.n_of(w.window_dim);
-  a.stride_h = h.stride;
-  a.stride_w = w.stride;
-  a.pad_h = h.pad_front;
-  a.pad_w = w.pad_front;
 }
 
 bool topk_view(const ops::TensorView& in, ops::TensorView& out, int& scan) {

@@ -832,6 +832,17 @@ void mask_ref(const bundle::Sdsc& s, RefTensor& t) {
   });
 }
 
+// A tensor of `info`'s shape that takes its values from `s`'s device form `dv`: the stored
+// tensor's depth and format, and `have` / `m` where the stored one has them (zeroed).
+RefTensor shaped_like(const Stored& s, const Stored::Device& dv, const TensorInfo& info) {
+  RefTensor t = shaped(info);
+  t.depth = s.t.depth;
+  t.format = s.t.format;
+  if (!dv.have.empty()) t.have.assign(t.v.size(), 0);
+  if (!dv.m.empty()) t.m.assign(t.v.size(), 0.0);
+  return t;
+}
+
 // The tensor in `info`'s view from its stored form. In the writer's shape and layout it is the
 // stored tensor under the reader's dim names (moved out when `take`: the store will not be read
 // again); otherwise each element is read from the device-image form.
@@ -845,11 +856,7 @@ RefTensor logical_of(Stored& s, const TensorInfo& info, bool take = false) {
     return t;
   }
   const Stored::Device& dv = device_form(s);
-  RefTensor t = shaped(info);
-  t.depth = s.t.depth;
-  t.format = s.t.format;
-  if (!dv.have.empty()) t.have.assign(t.v.size(), 0);
-  if (!dv.m.empty()) t.m.assign(t.v.size(), 0.0);
+  RefTensor t = shaped_like(s, dv, info);
   for_each_device_index(info, [&](int64_t e, int64_t d) {
     t.v[size_t(e)] = dv.v[size_t(d)];
     if (!dv.have.empty()) t.have[size_t(e)] = dv.have[size_t(d)];
@@ -909,11 +916,7 @@ RefRows ref_rows(const bundle::ResolvedExecution& r, const bundle::IndirectAcces
 RefTensor gathered(Stored& st, const TensorInfo& info, const RefRows& rows) {
   if (st.format != info.format) throw Unavailable{info.name + " is gathered in another format than it was written"};
   const Stored::Device& dv = device_form(st);
-  RefTensor t = shaped(info);
-  t.depth = st.t.depth;
-  t.format = st.t.format;
-  if (!dv.have.empty()) t.have.assign(t.v.size(), 0);
-  if (!dv.m.empty()) t.m.assign(t.v.size(), 0.0);
+  RefTensor t = shaped_like(st, dv, info);
   const int64_t row = rows.row_elems;
   for_each_device_index(info, [&](int64_t e, int64_t d) {
     const size_t src = size_t(int64_t(rows.index.at(size_t(d / row))) * row + d % row);

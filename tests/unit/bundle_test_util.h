@@ -3,12 +3,47 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "catch.h"
+#include "sim/bundle/bundle.h"
 
 namespace bundle_test {
 
 inline const std::filesystem::path k_data = std::filesystem::path(VSPYRE_SHARED_DIR) / "spyre" / "data";
+
+// One malformed variant of an SDSC: how to break it, and the JSON path and rule its one-line
+// LoadError must name.
+struct Refusal {
+  const char* name;
+  std::function<void(nlohmann::ordered_json&)> mutate;
+  const char* path;
+  const char* rule;
+};
+
+// Loads each variant of the SDSC `text` as `file` and checks that it is refused so.
+inline void check_refusals(const std::string& text, const std::string& file, const std::vector<Refusal>& cases) {
+  for (const auto& c : cases) {
+    INFO(c.name);
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+    c.mutate(j);
+    std::string msg;
+    try {
+      vspyre::bundle::parse_sdsc_json(j.dump(), file, {});
+    } catch (const vspyre::bundle::LoadError& e) {
+      msg = e.what();
+    }
+    INFO(msg);
+    CHECK(msg.rfind(file + ": ", 0) == 0);
+    CHECK(msg.find(c.path) != std::string::npos);
+    CHECK(msg.find(c.rule) != std::string::npos);
+    CHECK(msg.find('\n') == std::string::npos);
+  }
+}
 
 }  // namespace bundle_test
 

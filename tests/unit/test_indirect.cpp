@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bundle_test_util.h"
 #include "models/card.h"
 #include "models/plan_runner.h"
 #include "sim/bundle/bundle.h"
@@ -82,13 +83,7 @@ TEST_CASE("indirect: the loader reads torch-spyre's gather as a value tensor rea
 TEST_CASE("indirect: a malformed gather is refused naming the file, the JSON path and the rule", "[indirect]") {
   const std::string text = slurp(k_gather / "sdsc_1.json");
   auto inner = [](Json& j) -> Json& { return j.begin().value()["dscs_"][0].begin().value(); };
-  struct Case {
-    const char* name;
-    std::function<void(Json&)> mutate;
-    const char* path;
-    const char* rule;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<bundle_test::Refusal> cases = {
       {"unknown indirectAllocType_", [&](Json& j) { inner(j)["scheduleTree_"][1]["indirectAllocType_"] = "paged"; },
        "scheduleTree_/1/indirectAllocType_", "unknown indirectAllocType_ 'paged'"},
       {"address-type index", [&](Json& j) { inner(j)["scheduleTree_"][0]["indexTensorType_"] = "address"; },
@@ -124,21 +119,7 @@ TEST_CASE("indirect: a malformed gather is refused naming the file, the JSON pat
        },
        "scheduleTree_/0/indirectAllocType_", "must be in hbm, not lx"},
   };
-  for (const auto& c : cases) {
-    INFO(c.name);
-    Json j = Json::parse(text);
-    c.mutate(j);
-    std::string msg;
-    try {
-      bundle::parse_sdsc_json(j.dump(), "sdsc_1.json", {});
-    } catch (const bundle::LoadError& e) {
-      msg = e.what();
-    }
-    INFO(msg);
-    CHECK(msg.rfind("sdsc_1.json: ", 0) == 0);
-    CHECK(msg.find(c.path) != std::string::npos);
-    CHECK(msg.find(c.rule) != std::string::npos);
-  }
+  bundle_test::check_refusals(text, "sdsc_1.json", cases);
 }
 
 TEST_CASE("indirect: indexing x by i gathers the rows its index picks, repeats and the last row included", "[indirect]") {

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bundle_test_util.h"
 #include "models/card.h"
 #include "models/plan_runner.h"
 #include "sim/bundle/bundle.h"
@@ -98,13 +99,7 @@ TEST_CASE("pool: the loader reads avgpoolfwd's windows and the input's windowed 
 TEST_CASE("pool: a malformed window is refused naming the file, the JSON path and the rule", "[pool]") {
   const std::string text = slurp(k_captured / "avgpool_k2s2_2x3x8x8_c1" / "sdsc_0.json");
   auto inner = [](Json& j) -> Json& { return j.begin().value()["dscs_"][0].begin().value(); };
-  struct Case {
-    const char* name;
-    std::function<void(Json&)> mutate;
-    const char* path;
-    const char* rule;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<bundle_test::Refusal> cases = {
       {"window dim not in N_", [&](Json& j) { inner(j)["N_"]["paddingSizes_"]["i"]["windowDim_"] = "kz"; },
        "N_/paddingSizes_/i/windowDim_", "window dim 'kz' is not in N_"},
       {"stride 0", [&](Json& j) { inner(j)["N_"]["paddingSizes_"]["j"]["stride_"] = 0; },
@@ -115,21 +110,7 @@ TEST_CASE("pool: a malformed window is refused naming the file, the JSON path an
        [&](Json& j) { inner(j)["scheduleTree_"][0]["padding_"]["out"] = "padded_fullspan_wunneeded"; },
        "scheduleTree_/0/padding_/out", "which no N_.paddingSizes_ window covers"},
   };
-  for (const auto& c : cases) {
-    INFO(c.name);
-    Json j = Json::parse(text);
-    c.mutate(j);
-    std::string msg;
-    try {
-      bundle::parse_sdsc_json(j.dump(), "sdsc_0.json", {});
-    } catch (const bundle::LoadError& e) {
-      msg = e.what();
-    }
-    INFO(msg);
-    CHECK(msg.rfind("sdsc_0.json: ", 0) == 0);
-    CHECK(msg.find(c.path) != std::string::npos);
-    CHECK(msg.find(c.rule) != std::string::npos);
-  }
+  bundle_test::check_refusals(text, "sdsc_0.json", cases);
 }
 
 TEST_CASE("pool: avgpoolfwd averages each window, on one core and with the rows split over four", "[pool]") {
