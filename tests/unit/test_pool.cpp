@@ -20,7 +20,9 @@
 #include "sim/bundle/bundle.h"
 #include "sim/engine/simulation.h"
 #include "sim/exec/exec.h"
+#include "sim/exec/reference.h"
 #include "sim/plan/lower.h"
+#include "test_files.h"
 
 namespace fs = std::filesystem;
 using namespace vspyre;
@@ -207,4 +209,42 @@ TEST_CASE("dwconv: a depthwise convolution sums each channel's window times its 
         worst = std::max(worst, std::fabs(double(y[(c * 30 + oh) * 30 + ow]) - acc) / (std::max(mag, 1e-3) * std::ldexp(1.0, -9)));
       }
   CHECK(worst <= 1.0);
+}
+
+TEST_CASE("pool: maxpoolfwd takes each window's largest (the avgpool capture with its op renamed)", "[pool]") {
+  // torch-spyre at its pin does not emit maxpoolfwd; the same SDSC with the op renamed exercises
+  // the executor's and the reference's max path on a real layout.
+  vspyre::testing::TempDir tmp;
+  const fs::path src = k_captured / "avgpool_k2s2_2x3x8x8_c4";
+  fs::copy_file(src / "bundle.mlir", tmp.dir / "bundle.mlir");
+  Json j = Json::parse(slurp(src / "sdsc_0.json"));
+  Json& inner = j.begin().value()["dscs_"][0].begin().value();
+  inner["computeOp_"][0]["opFuncName"] = "maxpoolfwd";
+  std::ofstream(tmp.dir / "sdsc_0.json") << j.dump();
+  const auto lb = bundle::load_bundle(tmp.dir);
+  const auto b = plan::default_bindings(lb);
+  const auto plan = bundle::resolve(lb, b);
+  const auto kts = exec::kernel_tensors(lb, plan, b);
+  REQUIRE(kts.size() == 2);
+  exec::SparseMemory mem;
+  exec::write_random_input(mem, kts[0], 4);
+  const std::vector<float> x = exec::read_tensor(mem, kts[0].info);  // host [2, 8, 8, 64, 1, 1]
+  exec::run(lb, plan, mem);
+  const std::vector<float> y = exec::read_tensor(mem, kts[1].info);  // host [2, 4, 4, 64, 1, 1]
+  REQUIRE(x.size() == 2 * 8 * 8 * 64);
+  REQUIRE(y.size() == 2 * 4 * 4 * 64);
+  size_t wrong = 0;
+  for (size_t n = 0; n < 2; ++n)
+    for (size_t oh = 0; oh < 4; ++oh)
+      for (size_t ow = 0; ow < 4; ++ow)
+        for (size_t c = 0; c < 64; ++c) {
+          float m = -INFINITY;
+          for (size_t dy = 0; dy < 2; ++dy)
+            for (size_t dx = 0; dx < 2; ++dx) m = std::max(m, x[((n * 8 + oh * 2 + dy) * 8 + ow * 2 + dx) * 64 + c]);
+          wrong += y[((n * 4 + oh) * 4 + ow) * 64 + c] != m;  // a copy of an input: exact
+        }
+  CHECK(wrong == 0);
+  const exec::RefResult ref = exec::reference(plan, kts, mem);
+  REQUIRE(ref.outputs.count(1));
+  CHECK(exec::compare(y, ref.outputs.at(1)).pass);
 }
