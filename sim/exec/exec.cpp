@@ -374,8 +374,10 @@ struct Executor {
 
   // `t`'s host-order device-format elements (in a spare host buffer where one fits), read from
   // its full device image.
-  std::vector<uint8_t> host_copy(const detail::MappedTensor& t) {
-    const uint8_t* image = gather_image(t);
+  std::vector<uint8_t> host_copy(const detail::MappedTensor& t) { return host_of_image(t, gather_image(t)); }
+
+  // `t`'s host-order device-format elements from its full device `image`.
+  std::vector<uint8_t> host_of_image(const detail::MappedTensor& t, const uint8_t* image) {
     std::vector<uint8_t> buf = host_buffer(fmt::bytes_for(t.info.format, size_t(t.info.numel())));
     const auto stv = fmt::contiguous_strides(t.info.size);
     fmt::device_to_host(image, t.info.layout,
@@ -642,11 +644,7 @@ struct Executor {
       mem.read(t.info.base + rows.index[r] * rows.row_bytes, image + r * rows.row_bytes, size_t(rows.row_bytes));
       st.bytes_read += rows.row_bytes;
     }
-    std::vector<uint8_t> buf = host_buffer(fmt::bytes_for(t.info.format, size_t(t.info.numel())));
-    const auto stv = fmt::contiguous_strides(t.info.size);
-    fmt::device_to_host(image, t.info.layout,
-                        fmt::MutableHostTensor{buf.data(), t.info.format, t.info.size, stv, 0});
-    return buf;
+    return host_of_image(t, image);
   }
 
   void execute(const std::vector<bundle::ResolvedExecution>& plan, size_t pos) {
@@ -737,13 +735,10 @@ struct Executor {
       }
       const auto t0 = std::chrono::steady_clock::now();
       try {
-        // top-k: the compiler names the scanned dim in the input and the k dim in the output
-        // differently (x [out, x] -> [mb, x], k along mb): the output is viewed with its k axis
-        // in the scanned axis's place.
         int scan = -1;
         ops::TensorView tv = ov;
         ops::TensorView xv, wv, cv;
-        if (dwconv) {
+        if (dwconv) {  // input, weight and output by dim name as NCHW, OIHW, NOHW
           if (ins.size() != 2 ||
               !detail::conv_views(s, ins[0], tensor(in_ids[0]).info, ins[1], tensor(in_ids[1]).info, ov, ot.info, xv, wv,
                                   cv))
@@ -752,7 +747,7 @@ struct Executor {
           const ops::TensorView xs[2] = {xv, wv};
           ops::run(op.op_func_name, std::span<const ops::TensorView>(xs, 2), std::span<const ops::TensorView>(&cv, 1), a);
         } else if ((op.op_func_name == "topkvalue" || op.op_func_name == "topkindex") && ins.size() == 1 &&
-            detail::topk_view(ins[0], tv, scan))
+                   detail::topk_view(ins[0], tv, scan))  // k along a dim the input does not have
           ops::topk(ins[0], tv, scan, op.op_func_name == "topkindex");
         else
           ops::run(op.op_func_name, ins, std::span<const ops::TensorView>(&ov, 1), a);

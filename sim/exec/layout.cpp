@@ -225,18 +225,26 @@ void pool_attrs(const bundle::Sdsc& s, const TensorInfo& in, ops::Attrs& a) {
   a.kernel_w = s.n_of(w.window_dim);
 }
 
-bool topk_view(const ops::TensorView& in, ops::TensorView& out, int& scan) {
-  const int r = in.rank();
-  if (out.rank() != r) return false;
+bool topk_axes(const std::vector<int64_t>& in, const std::vector<int64_t>& out, int& scan, int& kax) {
+  if (in.size() != out.size()) return false;
   int s = -1, k = -1;
-  for (int i = 0; i < r; ++i) {
-    const int64_t a = in.size[size_t(i)], b = out.size[size_t(i)];
+  for (size_t i = 0; i < in.size(); ++i) {
+    const int64_t a = in[i], b = out[i];
     if (a == b) continue;
-    if (b == 1 && s < 0) s = i;
-    else if (a == 1 && k < 0) k = i;
+    if (b == 1 && s < 0) s = int(i);
+    else if (a == 1 && k < 0) k = int(i);
+    else if (a > b && s < 0 && k < 0) s = k = int(i);
     else return false;
   }
   if (s < 0 || k < 0) return false;
+  scan = s;
+  kax = k;
+  return true;
+}
+
+bool topk_view(const ops::TensorView& in, ops::TensorView& out, int& scan) {
+  int s = -1, k = -1;
+  if (!topk_axes(in.size, out.size, s, k) || s == k) return false;
   std::vector<int64_t> st = out.stride.empty() ? fmt::contiguous_strides(out.size) : out.stride;
   ops::TensorView v = out;
   v.size = in.size;

@@ -151,6 +151,10 @@ uint64_t value_rows(const std::vector<bundle::ResolvedExecution>& plan, size_t p
 // Bytes of one row of the value view `value` (the full stride of its innermost indirect dim).
 uint64_t indirect_row_bytes(const bundle::IndirectAccess& ia, const MappedTensor& value);
 
+// A top-k's axes from its shapes: the input scans `scan` (more than one element there, one in
+// the output) and the output holds k along `kax` (one element in the input); or one axis does
+// both (the input longer there). False when the shapes differ otherwise.
+bool topk_axes(const std::vector<int64_t>& in, const std::vector<int64_t>& out, int& scan, int& kax);
 // A top-k whose input scans one axis (size > 1 in the input, 1 in the output) and whose output
 // holds k along another (1 in the input): `out` becomes a view of the same data with the k axis in
 // the scanned axis's place, `scan` that axis. False (nothing changed) when the shapes are not so.

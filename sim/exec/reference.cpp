@@ -420,17 +420,9 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     // another (1 in the input), as the compiler names them; or the same axis in both. Larger
     // first, NaN largest, ties to the lower index (torch.topk). Values are copies of inputs;
     // indices exact integers.
-    if (in0.size.size() != out.size.size()) throw Unavailable{"top-k input and output ranks differ"};
     const size_t r = out.size.size();
     int sa = -1, ka = -1;
-    for (size_t i = 0; i < r; ++i) {
-      if (in0.size[i] == out.size[i]) continue;
-      if (out.size[i] == 1 && sa < 0) sa = int(i);
-      else if (in0.size[i] == 1 && ka < 0) ka = int(i);
-      else if (in0.size[i] > out.size[i] && sa < 0 && ka < 0) sa = ka = int(i);
-      else throw Unavailable{"top-k shapes differ in more than the scanned and the k axes"};
-    }
-    if (sa < 0 || ka < 0) throw Unavailable{"cannot tell the top-k axes"};
+    if (!detail::topk_axes(in0.size, out.size, sa, ka)) throw Unavailable{"cannot tell the top-k axes from the shapes"};
     const auto ist = strides(in0.size);
     const int64_t len = in0.size[size_t(sa)], kk = out.size[size_t(ka)];
     if (kk > len) throw Unavailable{"top-k k exceeds the scanned axis"};
