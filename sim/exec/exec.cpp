@@ -726,13 +726,43 @@ struct Executor {
       ops::TensorView ov = ops::view(obuf.data(), ot.info.format, ot.info.size);
       ops::Attrs a = attrs;
       if (pool && !ins.empty()) detail::pool_attrs(s, tensor(in_ids.front()).info, a);
+      std::vector<float> merged;  // a reduction over several dims: its input with them innermost, in fp32
+      ops::TensorView rv = ov;     // and the output it writes
       if (red && !ins.empty()) {
-        for (int k = 0; k < ins[0].rank() && k < ov.rank(); ++k)
-          if (ins[0].size[size_t(k)] != 1 && ov.size[size_t(k)] == 1) {
-            a.dim = k;
-            break;
+        std::vector<int> reduced, kept;
+        for (int k = 0; k < ins[0].rank(); ++k)
+          (k < ov.rank() && ins[0].size[size_t(k)] != 1 && ov.size[size_t(k)] == 1 ? reduced : kept).push_back(k);
+        if (!reduced.empty()) a.dim = reduced.front();
+        if (reduced.size() > 1 && ins.size() == 1 && ins[0].rank() == ov.rank()) {
+          // One dim of their product, as the card reduces the whole slice into one accumulator:
+          // the reduced dims moved innermost (a strided view), widened to fp32 (exact), reduced
+          // along the last; the output in its own order is the kept dims row-major.
+          ops::TensorView x = ins[0];
+          const std::vector<int64_t> st = x.strides();
+          x.size.clear();
+          x.stride.clear();
+          std::vector<int64_t> shape;
+          int64_t len = 1;
+          for (int k : kept) {
+            x.size.push_back(ins[0].size[size_t(k)]);
+            x.stride.push_back(st[size_t(k)]);
+            shape.push_back(ins[0].size[size_t(k)]);
           }
+          for (int k : reduced) {
+            x.size.push_back(ins[0].size[size_t(k)]);
+            x.stride.push_back(st[size_t(k)]);
+            len *= ins[0].size[size_t(k)];
+          }
+          merged = ops::load_f32(x, a.rules);
+          shape.push_back(len);
+          ins[0] = ops::view(merged.data(), fmt::DataFormat::IEEE_FP32, shape);
+          shape.back() = 1;
+          rv = ops::view(obuf.data(), ot.info.format, shape);
+          a.dim = int(shape.size()) - 1;
+        }
       }
+      // fp32todl16 / dl16tofp32: the output in the conversion's staggered order
+      const int stag = in_ids.size() == 1 ? detail::stagger_axis(s, op.op_func_name, tensor(in_ids[0]).info, ot.info) : -1;
       const auto t0 = std::chrono::steady_clock::now();
       try {
         int scan = -1;
@@ -750,10 +780,12 @@ struct Executor {
                    detail::topk_view(ins[0], tv, scan))  // k along a dim the input does not have
           ops::topk(ins[0], tv, scan, op.op_func_name == "topkindex");
         else
-          ops::run(op.op_func_name, ins, std::span<const ops::TensorView>(&ov, 1), a);
+          ops::run(op.op_func_name, ins, std::span<const ops::TensorView>(&rv, 1), a);
       } catch (const std::exception& e) {
         throw ExecError(where + ": " + e.what());
       }
+      if (stag >= 0)
+        detail::stagger(op.op_func_name, obuf.data(), size_t(fmt::bits_per_element(ot.info.format) / 8), ot.info.size, stag);
       st.compute_seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ++st.ops;

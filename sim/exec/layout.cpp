@@ -1,5 +1,6 @@
 // SDSC tensor -> logical shape, stick layout and per-core slices (formats.md B.2, B.5, B.6).
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -86,12 +87,13 @@ std::vector<std::string> host_dims(const bundle::Sdsc& s, uint32_t lds,
     else if (a && !b && o) M.push_back(d);
     else if (o) batch.push_back(d);
   }
-  if (K.size() != 1 || N.size() != 1 || M.empty())
+  if (K.size() != 1 || N.size() != 1)
     throw ExecError(s.file + ": computeOp_ '" + mm->op_func_name +
                     "': cannot tell the matmul dims apart from the layouts (need one reduction "
-                    "dim in both inputs only, one generated dim in the kernel and output, and a "
-                    "preserved dim in the input and output)");
-  std::string m = has(M, "mb") ? "mb" : M.back();
+                    "dim in both inputs only and one generated dim in the kernel and output)");
+  // A vector times a matrix (torch.mm of a 1-D input: layouts [in], [in, out], [out]) has no
+  // preserved dim: M is 1, on an axis of size 1 that no layout holds ("mb" unless N_ has it).
+  std::string m = M.empty() ? (has(n_order, "mb") ? "_m" : "mb") : has(M, "mb") ? "mb" : M.back();
   for (const auto& d : M)
     if (d != m) batch.push_back(d);
   // keep batch in N_ order
@@ -298,6 +300,48 @@ bool conv_views(const bundle::Sdsc& s, const ops::TensorView& x, const TensorInf
   pick(o, oi, {batch, chan, h.dim, wd.dim}, ov);          // NOHW
   // Every element in its view: no dim of more than one element left out.
   return xv.numel() == x.numel() && wv.numel() == w.numel() && ov.numel() == o.numel();
+}
+
+int stagger_axis(const bundle::Sdsc& s, std::string_view op, const TensorInfo& in, const TensorInfo& out) {
+  if (op != "fp32todl16" && op != "dl16tofp32") return -1;
+  const std::string where = s.file + ": computeOp_ '" + std::string(op) + "'";
+  auto stick_axis = [](const TensorInfo& t) { return t.layout.dim_map.empty() ? -1 : int(t.layout.dim_map.back()); };
+  const int ia = stick_axis(in), oa = stick_axis(out);
+  if (ia < 0 || oa < 0 || size_t(ia) >= in.dims.size() || size_t(oa) >= out.dims.size() ||
+      in.dims[size_t(ia)] != out.dims[size_t(oa)] || in.size[size_t(ia)] != out.size[size_t(oa)])
+    throw ExecError(where + ": input " + in.name + " and output " + out.name +
+                    " must have the same stick dim (the conversion's staggered order is modelled along it)");
+  if (out.size[size_t(oa)] % 64 != 0)
+    throw ExecError(where + ": stick dim '" + out.dims[size_t(oa)] + "' of " + std::to_string(out.size[size_t(oa)]) +
+                    " elements, expected a multiple of 64: the conversion staggers 64-element groups, and lanes "
+                    "past the dim's size would hold data the executor does not model");
+  return oa;
+}
+
+int64_t stagger_source(std::string_view op, int64_t j) {
+  if (op == "fp32todl16") {  // j = 8k + 4s + w
+    const int64_t k = j / 8, s = (j % 8) / 4, w = j % 4;
+    return 32 * s + 4 * k + w;
+  }
+  const int64_t s = j / 32, k = (j % 32) / 4, w = j % 4;  // dl16tofp32: j = 32s + 4k + w
+  return 8 * k + 4 * s + w;
+}
+
+void stagger(std::string_view op, uint8_t* data, size_t elem_bytes, const std::vector<int64_t>& size, int axis) {
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= size[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < size.size(); ++d) inner *= size[d];
+  const int64_t n = size[size_t(axis)];
+  int64_t src[64];
+  for (int64_t j = 0; j < 64; ++j) src[j] = stagger_source(op, j);
+  const size_t row = size_t(inner) * elem_bytes;  // one step along the axis
+  std::vector<uint8_t> group(64 * row);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t g = 0; g + 64 <= n; g += 64) {
+      uint8_t* base = data + (size_t(o * n + g)) * row;
+      std::memcpy(group.data(), base, group.size());
+      for (int64_t j = 0; j < 64; ++j) std::memcpy(base + size_t(j) * row, group.data() + size_t(src[j]) * row, row);
+    }
 }
 
 bool is_pool(std::string_view op) { return op == "avgpoolfwd" || op == "avgpoolnmapfwd" || op == "maxpoolfwd"; }

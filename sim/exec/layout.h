@@ -179,4 +179,23 @@ bool is_pool(std::string_view op);
 // padding (padFront_ != padBack_), which vspyre::ops::pool2d does not take.
 void pool_attrs(const bundle::Sdsc& s, const TensorInfo& in, ops::Attrs& a);
 
+// The fp16 <-> fp32 conversions' staggered element order (torch-spyre's element arrangements
+// FP32_TO_DL16 and DL16_TO_FP32, `torch_spyre/_inductor/customops.py`, stagger_to_standard_ea):
+// the SFP packs two 32-lane fp32 sticks into one 64-lane 16-bit stick four lanes at a time, and
+// unpacks one 16-bit stick into two fp32 sticks the same way. Along the stick axis, in groups of
+// 64 elements, fp32todl16's output position 8k + 4s + w (s < 2, w < 4) holds input element
+// 32s + 4k + w, and dl16tofp32's output position 32s + 4k + w holds input element 8k + 4s + w:
+// each undoes the other, so a round trip gives the standard order back.
+//
+// The host axis along which `op` (from `in` to `out`) staggers its output, or -1 when it does not
+// (any op but fp32todl16 and dl16tofp32). Throws ExecError naming the SDSC when the op staggers but
+// the tensors do not fit the model: the stick axes differ, or its size is not a multiple of 64
+// (lanes past the size would carry data the host-order executor does not hold).
+int stagger_axis(const bundle::Sdsc& s, std::string_view op, const TensorInfo& in, const TensorInfo& out);
+// Element j of a 64-group of `op`'s staggered output comes from element stagger_source(op, j).
+int64_t stagger_source(std::string_view op, int64_t j);
+// Reorders host-order elements of `elem_bytes` bytes each, shaped `size`, along `axis` as `op`
+// staggers its output: new[.., g + j, ..] = old[.., g + stagger_source(op, j), ..].
+void stagger(std::string_view op, uint8_t* data, size_t elem_bytes, const std::vector<int64_t>& size, int axis);
+
 }  // namespace vspyre::exec::detail

@@ -375,20 +375,28 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
   if (const std::string r = red_kind(name); !r.empty() && !in.empty()) {
     // The input in the output's dims, at full size.
     std::vector<int64_t> sz = out.size;
-    int rd = -1;
+    std::vector<size_t> rd;  // the reduced dims (one, or several reduced into one accumulator)
     for (size_t i = 0; i < out.dims.size(); ++i) {
       auto it = std::find(in0.dims.begin(), in0.dims.end(), out.dims[i]);
       if (it != in0.dims.end()) sz[i] = in0.size[size_t(it - in0.dims.begin())];
-      if (sz[i] != out.size[i] && rd < 0) rd = int(i);
+      if (sz[i] != out.size[i]) {
+        if (out.size[i] != 1) throw Unavailable{"input and output differ in more than the reduced dims"};
+        rd.push_back(i);
+      }
     }
-    if (rd < 0) throw Unavailable{"cannot tell the reduced dim"};
-    for (size_t i = 0; i < sz.size(); ++i)
-      if (int(i) != rd && sz[i] != out.size[i])
-        throw Unavailable{"input and output differ in more than the reduced dim"};
+    if (rd.empty()) throw Unavailable{"cannot tell the reduced dim"};
     RefTensor tmp;
     const RefTensor& a = conform(in0, out.dims, sz, tmp);
     const auto ast = strides(sz);
-    const int64_t len = sz[size_t(rd)];
+    // Offsets of the reduced elements from an output element's base, in index order.
+    std::vector<int64_t> offsets{0};
+    for (size_t d : rd) {
+      std::vector<int64_t> next_offsets;
+      for (int64_t o : offsets)
+        for (int64_t j = 0; j < sz[d]; ++j) next_offsets.push_back(o + j * ast[d]);
+      offsets.swap(next_offsets);
+    }
+    const int64_t len = int64_t(offsets.size());
     const double scale = r == "mean" ? constant_value(s, "scaling_factor", 1.0 / double(len)) : 1.0;
     // Error bound (input not a kernel input): sum/mean: the sum of the budgets (times |scale|);
     // max/min: the largest budget of the row (the device may pick another element). Plus |r|.
@@ -401,7 +409,7 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       double acc = r == "max" ? -INFINITY : r == "min" ? INFINITY : 0.0;
       double acc_e = 0;
       for (int64_t j = 0; j < len; ++j) {
-        const size_t at = size_t(base + j * ast[size_t(rd)]);
+        const size_t at = size_t(base + offsets[size_t(j)]);
         const double x = a.v[at];
         if (r == "max") acc = std::max(acc, x);
         else if (r == "min") acc = std::min(acc, x);
@@ -1029,7 +1037,13 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
           scatter_into(it->second, run_op(s, op, in, ot.info, opt), ot.info, rows);
           continue;
         }
-        store[okey] = store_of(run_op(s, op, in, ot.info, opt), ot.info);
+        RefTensor res = run_op(s, op, in, ot.info, opt);
+        if (in.size() == 1)  // fp32todl16 / dl16tofp32: in the conversion's staggered order, as the executor
+          if (const int ax = detail::stagger_axis(s, op.op_func_name, detail::map_tensor(r, op.inputs[0]).info, ot.info);
+              ax >= 0)
+            for (std::vector<double>* x : {&res.v, &res.m})
+              if (!x->empty()) detail::stagger(op.op_func_name, reinterpret_cast<uint8_t*>(x->data()), sizeof(double), res.size, ax);
+        store[okey] = store_of(std::move(res), ot.info);
         broken.erase(okey);
       } catch (const Unavailable& u) {
         store.erase(okey);

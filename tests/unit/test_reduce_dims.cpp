@@ -1,0 +1,84 @@
+// Reductions over several dims in one SDSC (labeledDs_ scale_ [-1, -2]), as the real torch-spyre
+// compiler writes torch.amax(x), x.sum(), x.mean() and amin over dims (0, 2)
+// (tests/fixtures/captured/README.md, "Reductions over several dims"): the executor against
+// values computed here on the host from the input as memory holds it.
+#include "catch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "sim/bundle/bundle.h"
+#include "sim/exec/exec.h"
+#include "sim/exec/reference.h"
+#include "sim/plan/lower.h"
+
+namespace fs = std::filesystem;
+using namespace vspyre;
+
+namespace {
+
+const fs::path k_captured = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured";
+
+// Runs `name` on random inputs: the input and the output as memory holds them.
+std::pair<std::vector<float>, std::vector<float>> run_captured(const std::string& name, uint64_t seed) {
+  const auto lb = bundle::load_bundle(k_captured / name);
+  const auto b = plan::default_bindings(lb);
+  const auto plan = bundle::resolve(lb, b);
+  const auto kts = exec::kernel_tensors(lb, plan, b);
+  REQUIRE(kts.size() == 2);
+  exec::SparseMemory mem;
+  exec::write_random_input(mem, kts[0], seed);
+  exec::run(lb, plan, mem);
+  const exec::RefResult ref = exec::reference(plan, kts, mem);
+  const std::vector<float> y = exec::read_tensor(mem, kts[1].info);
+  REQUIRE(ref.outputs.count(1));
+  CHECK(exec::compare(y, ref.outputs.at(1)).pass);
+  return {exec::read_tensor(mem, kts[0].info), y};
+}
+
+}  // namespace
+
+TEST_CASE("reduce dims: amax, sum and mean of a whole 256x256 tensor on 32 cores", "[exec][reduce]") {
+  {
+    const auto [x, y] = run_captured("amax_all_256x256_c32", 2);
+    REQUIRE(x.size() == 256 * 256);
+    REQUIRE(y.size() == 1);
+    CHECK(y[0] == *std::max_element(x.begin(), x.end()));  // a copy of an input: exact
+  }
+  double sum = 0;
+  {
+    const auto [x, y] = run_captured("sum_all_256x256_c32", 2);
+    REQUIRE(y.size() == 1);
+    for (float v : x) sum += v;
+    // One DL16 rounding of the result (half an ulp: 2^-10 relative) plus fp32 accumulation
+    // (2^-24 per addition, of the magnitudes summed; 2^-20 of their total is generous).
+    double mag = 0;
+    for (float v : x) mag += std::fabs(v);
+    CHECK(std::fabs(y[0] - sum) <= std::ldexp(std::fabs(sum), -10) + std::ldexp(mag, -20));
+  }
+  {
+    const auto [x, y] = run_captured("mean_all_256x256_c32", 2);  // the same input (seed 2)
+    REQUIRE(y.size() == 1);
+    const double mean = sum / double(x.size());
+    CHECK(std::fabs(y[0] - mean) <= std::ldexp(std::fabs(mean), -8) + 1e-6);
+    CHECK(std::fabs(y[0]) < std::fabs(sum) / 1000);  // scaled once by 1/65536, not per dim
+  }
+}
+
+TEST_CASE("reduce dims: amin over two dims that are not neighbours keeps the one between", "[exec][reduce]") {
+  // torch.amin(x.reshape(16, 16, 256), dim=(0, 2)): the output keeps 16 values.
+  const auto [x, y] = run_captured("amin_dims02_16x16x256_c32", 3);
+  REQUIRE(x.size() == 16 * 16 * 256);
+  REQUIRE(y.size() == 16);
+  // The SDSC's dims are (mb, x, out) with x and out reduced: y[i] is the least of x[i, :, :].
+  size_t wrong = 0;
+  for (size_t i = 0; i < 16; ++i) {
+    float m = INFINITY;
+    for (size_t j = 0; j < 16 * 256; ++j) m = std::min(m, x[i * 16 * 256 + j]);
+    wrong += y[i] != m;
+  }
+  CHECK(wrong == 0);
+}
