@@ -265,3 +265,24 @@ TEST_CASE("indirect: the plan loads the index, then the gathered rows one run ea
   const PlanResult r = run_plan(card, p);
   CHECK(r.kernel_ps > 0);
 }
+
+TEST_CASE("indirect: a direct dim of one step may lie outside the indexed dims; of more it is refused", "[indirect]") {
+  // torch-spyre's F.embedding of a [10, 3] table (the stick dim padded to 64) by [2, 4] ids lays
+  // the gather's view out [mb, x, out] innermost first: the indexed mb and x inside, `out` outside
+  // with one stick. A row is still everything inside the indexed dims (one stick).
+  const fs::path dir = k_captured / "embedding_10x3_ids2x4_c1";
+  const auto lb = bundle::load_bundle(dir);
+  const bundle::Sdsc& s = lb.sdsc("sdsc_1.json");
+  REQUIRE(s.indirect.size() == 1);
+  CHECK(s.indirect[0].dims == std::vector<std::string>{"mb", "x"});
+  // The same view over two sticks of `out`: rows would be strided, which is not modelled.
+  const std::string text = slurp(dir / "sdsc_1.json");
+  auto inner = [](Json& j) -> Json& { return j.begin().value()["dscs_"][0].begin().value(); };
+  bundle_test::check_refusals(text, "sdsc_1.json",
+                              {{"direct dim of two sticks outside", [&](Json& j) {
+                                  inner(j)["N_"]["out_"] = 128;
+                                  for (auto& [_, st] : inner(j)["dataStageParam_"].items())
+                                    for (const char* key : {"ss_", "el_"}) st[key]["out_"] = 128;
+                                },
+                                "scheduleTree_/1", "is direct but lies outside the indirect 'x' in layoutDimOrder_ over 2 steps"}});
+}
