@@ -582,9 +582,13 @@ class SdscLoader {
       if (auto o = v.opt("relatedIndirectAccessAlloc_")) a.related_indirect = o->as_string();
       if (auto o = v.opt("padding_")) {
         o->for_each_member([&](const std::string& dim, const Node& val) {
-          if (!m_s.window_of(dim)) val.fail("padding_ on " + quote(dim) + ", which no N_.paddingSizes_ window covers");
-          if (std::find(a.layout_dim_order.begin(), a.layout_dim_order.end(), dim) == a.layout_dim_order.end())
+          const Window* w = m_s.window_of(dim);
+          if (!w) val.fail("padding_ on " + quote(dim) + ", which no N_.paddingSizes_ window covers");
+          if (std::find(a.layout_dim_order.begin(), a.layout_dim_order.end(), dim) == a.layout_dim_order.end()) {
+            // A window's dim of one element, left out of N_ and of the layout (load_windows)
+            if (find_dim(m_s.n, dim) < 0 && w->total == 1) return;
             val.fail("padding_ on " + quote(dim) + ", which is not in the allocation's layoutDimOrder_");
+          }
           a.windowed.insert(dim);
         }, 16);
       }
@@ -931,18 +935,26 @@ class SdscLoader {
     ps.for_each_member([&](const std::string& dim, const Node& v) {
       Window w;
       w.dim = dim;
-      if (find_dim(m_s.n, dim) < 0) v.fail("window over " + quote(dim) + ", which is not in N_");
       Node wd = v.at("windowDim_");
       w.window_dim = wd.as_string();
       if (find_dim(m_s.n, w.window_dim) < 0) wd.fail("window dim " + quote(w.window_dim) + " is not in N_");
       w.total = v.at("totalSize_").as_int(1, k_max_dim);
+      // A spatial dim of one element is dropped from N_ (torch-spyre's depthwise convolution of a
+      // [N, C, H, 1] input keeps the window, totalSize_ 1): its one output position.
+      int64_t outputs = find_dim(m_s.n, dim);
+      if (outputs < 0) {
+        if (w.total != 1)
+          v.fail("window over " + quote(dim) + ", which is not in N_ (only a dim of one element, totalSize_ 1, may be "
+                 "left out)");
+        outputs = 1;
+      }
       if (auto o = v.opt("stride_")) w.stride = o->as_int(1, k_max_dim);
       if (auto o = v.opt("dilation_")) w.dilation = o->as_int(1, k_max_dim);
       if (auto o = v.opt("padFront_")) w.pad_front = o->as_int(0, k_max_dim);
       if (auto o = v.opt("padBack_")) w.pad_back = o->as_int(0, k_max_dim);
-      const int64_t reach = w.span(find_dim(m_s.n, dim), find_dim(m_s.n, w.window_dim));
+      const int64_t reach = w.span(outputs, find_dim(m_s.n, w.window_dim));
       if (reach > w.total + w.pad_front + w.pad_back)
-        v.fail("the windows of N_ " + std::to_string(find_dim(m_s.n, dim)) + " outputs reach " + std::to_string(reach) +
+        v.fail("the windows of N_ " + std::to_string(outputs) + " outputs reach " + std::to_string(reach) +
                " positions, past totalSize_ " + std::to_string(w.total) + " and its padding");
       m_s.windows.push_back(std::move(w));
     }, 16);

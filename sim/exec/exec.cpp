@@ -694,10 +694,12 @@ struct Executor {
         throw ExecError(where + ": operation not supported by the functional executor (vspyre::ops)");
       const bool pool = detail::is_pool(op.op_func_name);
       const bool dwconv = op.op_func_name == "depthwiseconv2dnative";
-      if ((pool || dwconv) && s.windows.size() != 2)
-        throw ExecError(where + ": a 2-D window op needs two windows in N_.paddingSizes_, the SDSC gives " +
-                        std::to_string(s.windows.size()));
-      if (!pool && !dwconv && !detail::is_mappable(op.op_func_name))
+      const bool conv = dwconv || op.op_func_name == "conv2d";  // a window op with a weight
+      // (A convolution whose kernel is one wide on a spatial dim has one window: conv_views.)
+      if ((pool && s.windows.size() != 2) || (conv && (s.windows.empty() || s.windows.size() > 2)))
+        throw ExecError(where + ": a 2-D window op needs " + (pool ? "two windows" : "one or two windows") +
+                        " in N_.paddingSizes_, the SDSC gives " + std::to_string(s.windows.size()));
+      if (!pool && !conv && !detail::is_mappable(op.op_func_name))
         throw ExecError(where + ": the executor cannot map this op's tensors to logical shapes "
                                 "(conv layouts are not implemented)");
       if (op.outputs.size() != 1)
@@ -768,11 +770,13 @@ struct Executor {
         int scan = -1;
         ops::TensorView tv = ov;
         ops::TensorView xv, wv, cv;
-        if (dwconv) {  // input, weight and output by dim name as NCHW, OIHW, NOHW
+        if (conv) {  // input, weight and output by dim name as NCHW, OIHW, NOHW
           if (ins.size() != 2 ||
               !detail::conv_views(s, ins[0], tensor(in_ids[0]).info, ins[1], tensor(in_ids[1]).info, ov, ot.info, xv, wv,
                                   cv))
-            throw ExecError("the tensors are not an input [.., H, W, C], a weight [KH, KW, C] and an output");
+            throw ExecError(dwconv ? "the tensors are not an input [.., H, W, C], a weight [KH, KW, C] and an output"
+                                   : "the tensors are not an input [.., H, W, Cin], a weight [Cout, KH, KW, Cin] "
+                                     "and an output [.., OH, OW, Cout]");
           detail::conv_attrs(s, a);
           const ops::TensorView xs[2] = {xv, wv};
           ops::run(op.op_func_name, std::span<const ops::TensorView>(xs, 2), std::span<const ops::TensorView>(&cv, 1), a);

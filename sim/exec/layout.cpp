@@ -199,8 +199,10 @@ bool is_mappable(std::string_view op) {
   return !no.count(op);
 }
 void conv_attrs(const bundle::Sdsc& s, ops::Attrs& a) {
-  const bundle::Window& h = s.windows.at(0);
-  const bundle::Window& w = s.windows.at(1);
+  // One window: the H slot is a plain dim (conv_views), stride 1, no padding.
+  const bundle::Window plain;
+  const bundle::Window& h = s.windows.size() == 2 ? s.windows.at(0) : plain;
+  const bundle::Window& w = s.windows.at(s.windows.size() - 1);
   for (const bundle::Window* x : {&h, &w})
     if (x->pad_front != x->pad_back || x->dilation != 1)
       throw ExecError(s.file + ": N_/paddingSizes_/" + x->dim + ": padding " + std::to_string(x->pad_front) + "/" +
@@ -262,22 +264,46 @@ bool topk_view(const ops::TensorView& in, ops::TensorView& out, int& scan) {
 bool conv_views(const bundle::Sdsc& s, const ops::TensorView& x, const TensorInfo& xi, const ops::TensorView& w,
                 const TensorInfo& wi, const ops::TensorView& o, const TensorInfo& oi, ops::TensorView& xv,
                 ops::TensorView& wv, ops::TensorView& ov) {
-  if (s.windows.size() != 2) return false;
-  const bundle::Window& h = s.windows[0];
-  const bundle::Window& wd = s.windows[1];
+  if (s.windows.empty() || s.windows.size() > 2) return false;
+  // The W slot takes the last window; the H slot the first, or with one window (a kernel one wide
+  // on the other spatial dim, which the compiler gives no window) a plain dim of the output.
+  const bundle::Window& wd = s.windows.back();
+  const bundle::Window* h = s.windows.size() == 2 ? &s.windows.front() : nullptr;
+  auto windowish = [&](const std::string& d) {
+    return d == wd.dim || d == wd.window_dim || (h && (d == h->dim || d == h->window_dim));
+  };
   // The channel dim: the output's stick dim (a dim in all three that is neither a window's nor a
   // window dim); a batch: any other dim of the output with more than one element.
-  std::string chan, batch;
+  std::string chan;
+  std::vector<std::string> extra;
   for (size_t i = 0; i < oi.dims.size(); ++i) {
     const std::string& d = oi.dims[i];
-    if (d == h.dim || d == wd.dim || d == h.window_dim || d == wd.window_dim) continue;
+    if (windowish(d)) continue;
     const bool in_w = std::find(wi.dims.begin(), wi.dims.end(), d) != wi.dims.end() &&
                       wi.size[size_t(std::find(wi.dims.begin(), wi.dims.end(), d) - wi.dims.begin())] > 1;
     if (in_w && chan.empty()) chan = d;
-    else if (oi.size[i] > 1 && batch.empty()) batch = d;
-    else if (oi.size[i] > 1) return false;
+    else if (oi.size[i] > 1) extra.push_back(d);
   }
   if (chan.empty()) return false;
+  std::string hdim = h ? h->dim : "", hwin = h ? h->window_dim : "", batch;
+  if (!h && !extra.empty()) {  // the H slot: a plain dim, kernel 1 (as a batch dim would be)
+    hdim = extra.back();
+    extra.pop_back();
+  }
+  if (extra.size() > 1) return false;
+  if (!extra.empty()) batch = extra.front();
+  // A full convolution's input channels: a dim of the input and the weight the output lacks
+  // (none in a depthwise one, whose channel dim is in all three).
+  auto holds = [](const TensorInfo& t, const std::string& d) {  // a dim of more than one element
+    const auto it = std::find(t.dims.begin(), t.dims.end(), d);
+    return it != t.dims.end() && t.size[size_t(it - t.dims.begin())] > 1;
+  };
+  std::string cin;
+  for (size_t i = 0; i < xi.dims.size() && cin.empty(); ++i) {
+    const std::string& d = xi.dims[i];
+    if (d == hdim || d == wd.dim || d == chan || xi.size[i] <= 1) continue;
+    if (!holds(oi, d) && holds(wi, d)) cin = d;
+  }
   auto pick = [](const ops::TensorView& t, const TensorInfo& info, const std::vector<std::string>& want,
                  ops::TensorView& out) {
     const std::vector<int64_t> st = t.stride.empty() ? fmt::contiguous_strides(t.size) : t.stride;
@@ -295,9 +321,9 @@ bool conv_views(const bundle::Sdsc& s, const ops::TensorView& x, const TensorInf
       }
     }
   };
-  pick(x, xi, {batch, chan, h.dim, wd.dim}, xv);          // NCHW
-  pick(w, wi, {chan, "", h.window_dim, wd.window_dim}, wv);  // OIHW, one input channel per group
-  pick(o, oi, {batch, chan, h.dim, wd.dim}, ov);          // NOHW
+  pick(x, xi, {batch, cin.empty() ? chan : cin, hdim, wd.dim}, xv);  // NCHW
+  pick(w, wi, {chan, cin, hwin, wd.window_dim}, wv);  // OIHW (depthwise: one input channel per group)
+  pick(o, oi, {batch, chan, hdim, wd.dim}, ov);       // NOHW
   // Every element in its view: no dim of more than one element left out.
   return xv.numel() == x.numel() && wv.numel() == w.numel() && ov.numel() == o.numel();
 }

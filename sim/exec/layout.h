@@ -163,10 +163,11 @@ bool topk_view(const ops::TensorView& in, ops::TensorView& out, int& scan);
 bool is_reduction(std::string_view op);  // the output is listed as an input (accumulator)
 bool is_matmul(std::string_view op);
 bool is_mappable(std::string_view op);   // shapes follow from N_ (not conv/pool/indirect)
-// A depthwise convolution over the SDSC's two windows (torch-spyre's depthwiseconv2dnative: input
-// [.., H, W, C], weight [KH, KW, C], output [.., OH, OW, C] by dim name): views of the host
-// tensors as NCHW, OIHW (one input channel per group) and NOHW for vspyre::ops::conv2d. False
-// when the dims do not fit that shape.
+// A convolution over the SDSC's two windows, by dim name: depthwise (torch-spyre's
+// depthwiseconv2dnative: input [.., H, W, C], weight [KH, KW, C], output [.., OH, OW, C]) or full
+// (its direct conv2d: input [.., H, W, Cin], weight [Cout, KH, KW, Cin], output [.., OH, OW,
+// Cout]): views of the host tensors as NCHW, OIHW (depthwise: one input channel per group) and
+// NOHW for vspyre::ops::conv2d. False when the dims do not fit that shape.
 bool conv_views(const bundle::Sdsc& s, const ops::TensorView& x, const TensorInfo& xi, const ops::TensorView& w,
                 const TensorInfo& wi, const ops::TensorView& o, const TensorInfo& oi, ops::TensorView& xv,
                 ops::TensorView& wv, ops::TensorView& ov);

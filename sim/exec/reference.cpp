@@ -456,13 +456,18 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     }
     return out;
   }
-  if (name == "depthwiseconv2dnative" && in.size() == 2) {
-    // Depthwise convolution over the SDSC's two windows, by dim name: out[.., oh, ow, c] = sum
-    // over the window of x[.., oh x stride - pad + ki, ow x stride - pad + kj, c] x w[ki, kj, c].
+  if ((name == "depthwiseconv2dnative" || name == "conv2d") && in.size() == 2) {
+    // Convolution over the SDSC's two windows, by dim name: depthwise out[.., oh, ow, c] = sum
+    // over the window of x[.., oh x stride - pad + ki, ow x stride - pad + kj, c] x w[ki, kj, c];
+    // full (conv2d) also sums over the input channels, the dim of x and w the output lacks.
     // Error bound as for a matmul: sum of E_x |w| + |x| E_w, plus |r|.
-    if (s.windows.size() != 2) throw Unavailable{"a depthwise convolution needs two windows"};
-    const bundle::Window& wh = s.windows[0];
-    const bundle::Window& ww = s.windows[1];
+    if (s.windows.empty() || s.windows.size() > 2) throw Unavailable{"a convolution needs one or two windows"};
+    // One window: the other spatial dim has a kernel one wide and no window; it indexes x like
+    // a batch dim, by name (the H window below is then one in no tensor).
+    bundle::Window none;
+    none.total = 1;
+    const bundle::Window& wh = s.windows.size() == 2 ? s.windows[0] : none;
+    const bundle::Window& ww = s.windows.back();
     auto at_of = [](const RefTensor& t, const std::string& d) {
       const auto it = std::find(t.dims.begin(), t.dims.end(), d);
       return it == t.dims.end() ? -1 : int(it - t.dims.begin());
@@ -470,11 +475,30 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     const int oh_o = at_of(out, wh.dim), ow_o = at_of(out, ww.dim);
     const int oh_x = at_of(in0, wh.dim), ow_x = at_of(in0, ww.dim);
     const int kh_w = at_of(in1, wh.window_dim), kw_w = at_of(in1, ww.window_dim);
-    if (oh_o < 0 || ow_o < 0 || oh_x < 0 || ow_x < 0 || kh_w < 0 || kw_w < 0)
-      throw Unavailable{"the window dims are not where a depthwise convolution has them"};
-    const int64_t KH = in1.size[size_t(kh_w)], KW = in1.size[size_t(kw_w)];
-    const int64_t H = in0.size[size_t(oh_x)], W = in0.size[size_t(ow_x)];
+    // A window over a dim of one element that N_ leaves out (Sdsc::windows) is in no tensor.
+    auto absent = [&](const bundle::Window& w, int o, int x) { return o < 0 && x < 0 && w.total == 1; };
+    if (((oh_o < 0 || oh_x < 0) && !absent(wh, oh_o, oh_x)) || ((ow_o < 0 || ow_x < 0) && !absent(ww, ow_o, ow_x)) ||
+        (kh_w < 0 && !wh.window_dim.empty()) || kw_w < 0)
+      throw Unavailable{"the window dims are not where a convolution has them"};
+    const int64_t KH = kh_w < 0 ? 1 : in1.size[size_t(kh_w)], KW = in1.size[size_t(kw_w)];
+    const int64_t H = oh_x < 0 ? 1 : in0.size[size_t(oh_x)], W = ow_x < 0 ? 1 : in0.size[size_t(ow_x)];
     const auto xst = strides(in0.size), wst = strides(in1.size);
+    auto coord = [&](int a) { return a < 0 ? int64_t{0} : k[size_t(a)]; };        // output coordinate
+    auto xstep = [&](int a) { return a < 0 ? int64_t{0} : xst[size_t(a)]; };      // input stride
+    auto size_of = [&](const RefTensor& t, const std::string& d) -> int64_t {
+      const int a = at_of(t, d);
+      return a < 0 ? 0 : t.size[size_t(a)];
+    };
+    int cin_x = -1, cin_w = -1;  // conv2d: the input-channel dim in x and w
+    if (name == "conv2d")
+      for (size_t i = 0; i < in0.dims.size() && cin_x < 0; ++i)
+        if (int(i) != oh_x && int(i) != ow_x && in0.size[i] > 1 && size_of(out, in0.dims[i]) <= 1 &&
+            size_of(in1, in0.dims[i]) > 1) {
+          cin_x = int(i);
+          cin_w = at_of(in1, in0.dims[i]);
+        }
+    const int64_t CIN = cin_x >= 0 ? in0.size[size_t(cin_x)] : 1;
+    if (cin_x >= 0 && in1.size[size_t(cin_w)] != CIN) throw Unavailable{"the input channels of x and w differ"};
     const bool exact = in0.depth == 0 && in1.depth == 0;
     if (!exact) out.m.resize(size_t(n));
     for (int64_t e = 0; e < n; ++e, next()) {
@@ -487,16 +511,20 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       }
       double acc = 0, acc_e = 0;
       for (int64_t y = 0; y < KH; ++y) {
-        const int64_t ih = k[size_t(oh_o)] * wh.stride - wh.pad_front + y * wh.dilation;
+        const int64_t ih = coord(oh_o) * wh.stride - wh.pad_front + y * wh.dilation;
         if (ih < 0 || ih >= H) continue;
         for (int64_t x = 0; x < KW; ++x) {
-          const int64_t iw = k[size_t(ow_o)] * ww.stride - ww.pad_front + x * ww.dilation;
+          const int64_t iw = coord(ow_o) * ww.stride - ww.pad_front + x * ww.dilation;
           if (iw < 0 || iw >= W) continue;
-          const size_t xa = size_t(xb + ih * xst[size_t(oh_x)] + iw * xst[size_t(ow_x)]);
-          const size_t wa = size_t(wb + y * wst[size_t(kh_w)] + x * wst[size_t(kw_w)]);
-          acc += in0.v[xa] * in1.v[wa];
-          if (!exact)
-            acc_e += budget(in0, xa, out.format) * std::fabs(in1.v[wa]) + std::fabs(in0.v[xa]) * budget(in1, wa, out.format);
+          for (int64_t c = 0; c < CIN; ++c) {
+            const size_t xa = size_t(xb + ih * xstep(oh_x) + iw * xstep(ow_x) +
+                                     (cin_x >= 0 ? c * xst[size_t(cin_x)] : 0));
+            const size_t wa = size_t(wb + (kh_w < 0 ? 0 : y * wst[size_t(kh_w)]) + x * wst[size_t(kw_w)] +
+                                     (cin_w >= 0 ? c * wst[size_t(cin_w)] : 0));
+            acc += in0.v[xa] * in1.v[wa];
+            if (!exact)
+              acc_e += budget(in0, xa, out.format) * std::fabs(in1.v[wa]) + std::fabs(in0.v[xa]) * budget(in1, wa, out.format);
+          }
         }
       }
       out.v[size_t(e)] = acc;

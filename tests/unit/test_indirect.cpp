@@ -266,7 +266,7 @@ TEST_CASE("indirect: the plan loads the index, then the gathered rows one run ea
   CHECK(r.kernel_ps > 0);
 }
 
-TEST_CASE("indirect: a direct dim of one step may lie outside the indexed dims; of more it is refused", "[indirect]") {
+TEST_CASE("indirect: a direct dim of one step may lie outside the indexed dims, of more it is refused", "[indirect]") {
   // torch-spyre's F.embedding of a [10, 3] table (the stick dim padded to 64) by [2, 4] ids lays
   // the gather's view out [mb, x, out] innermost first: the indexed mb and x inside, `out` outside
   // with one stick. A row is still everything inside the indexed dims (one stick).
