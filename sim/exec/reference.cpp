@@ -845,6 +845,38 @@ const Stored::Device& device_form(Stored& s) {
   return *s.device;
 }
 
+// A write at an address something is stored at replaces the stored tensor. When it writes fewer
+// elements into an image of the same size (torch-spyre copies an im2col operand into the first
+// rows of a zero-filled, padded buffer), the sticks it does not touch keep the stored tensor's
+// values in its device form, as memory keeps them; a reader with the writer's own view still
+// reads the written tensor as it is. Sampled tensors (`have`) are replaced outright.
+void put(std::map<Key, Stored>& store, const Key& k, Stored s) {
+  auto it = store.find(k);
+  if (it == store.end() || it->second.format != s.format || it->second.image_elements != s.image_elements ||
+      numel(s.size) >= numel(it->second.size) || !it->second.t.have.empty() || !s.t.have.empty()) {
+    store.insert_or_assign(k, std::move(s));
+    return;
+  }
+  const Stored::Device& od = device_form(it->second);
+  device_form(s);
+  Stored::Device& nd = *s.device;
+  const size_t eps = size_t(fmt::k_stick_bytes * 8 / fmt::bits_per_element(s.format));
+  std::vector<uint8_t> touched(eps ? nd.v.size() / eps + 1 : 0, 0);  // sticks the write reaches
+  for_each_device_index(written_info(s), [&](int64_t, int64_t d) { touched[size_t(d) / eps] = 1; });
+  // Error budgets: an empty m is one rounding of |v| (RefTensor::m); keep one form.
+  if (nd.m.empty() != od.m.empty() && nd.m.empty()) {
+    nd.m.resize(nd.v.size());
+    for (size_t d = 0; d < nd.v.size(); ++d) nd.m[d] = std::fabs(nd.v[d]);
+  }
+  for (size_t d = 0; d < nd.v.size() && d < od.v.size(); ++d) {
+    if (touched[d / eps]) continue;
+    nd.v[d] = od.v[d];
+    if (!nd.m.empty()) nd.m[d] = od.m.empty() ? std::fabs(od.v[d]) : od.m[d];
+  }
+  s.t.depth = std::max(s.t.depth, it->second.t.depth);
+  it->second = std::move(s);
+}
+
 // coordinateMasking_ on an op's input: the masked coordinates read as the mask constant (as
 // the executor does, exec.cpp mask_input); their error budget is 0 (a constant).
 void mask_ref(const bundle::Sdsc& s, RefTensor& t) {
@@ -1071,7 +1103,7 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
               ax >= 0)
             for (std::vector<double>* x : {&res.v, &res.m})
               if (!x->empty()) detail::stagger(op.op_func_name, reinterpret_cast<uint8_t*>(x->data()), sizeof(double), res.size, ax);
-        store[okey] = store_of(std::move(res), ot.info);
+        put(store, okey, store_of(std::move(res), ot.info));
         broken.erase(okey);
       } catch (const Unavailable& u) {
         store.erase(okey);
