@@ -70,6 +70,9 @@ constexpr OpEntry k_ops[] = {
     {"sumnonstick", OpEngine::sfp},     {"maxnonstick", OpEngine::sfp},
     {"minnonstick", OpEngine::sfp},     {"meannonstick", OpEngine::sfp},
     {"absmaxnonstick", OpEngine::sfp},  {"quantscalepertoken", OpEngine::sfp},
+    // Emitted by torch-spyre at its pin (torch.floor and torch.ceil as -floor(-x); torch.prod),
+    // not listed in formats.md C.2.
+    {"floor", OpEngine::sfp},           {"prodnonstick", OpEngine::sfp},
     {"quantscalepertokenfp8", OpEngine::sfp}, {"avgpoolfwd", OpEngine::sfp},
     {"avgpoolnmapfwd", OpEngine::sfp},  {"maxpoolfwd", OpEngine::sfp},
     {"depthwiseconv2dnative", OpEngine::backend}, {"topkvalue", OpEngine::sfp},

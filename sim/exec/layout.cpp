@@ -26,7 +26,7 @@ const std::set<std::string_view>& reductions() {
   // registered are destroyed before that handler has stopped the workers).
   static const auto& s = *new const std::set<std::string_view>{
       "sum", "max", "min", "mean", "absmax", "exx2", "exx2_zeromean", "sumnonstick",
-      "maxnonstick", "minnonstick", "meannonstick", "absmaxnonstick", "quantscalepertoken",
+      "maxnonstick", "minnonstick", "meannonstick", "absmaxnonstick", "prodnonstick", "quantscalepertoken",
       "quantscalepertokenfp8", "topkvalue", "topkindex",
       "depthwiseconv2dnative"};  // the compiler lists its output as an input too (an accumulator)
   return s;

@@ -123,6 +123,7 @@ std::optional<std::function<double(double)>> unary_fn(const std::string& op) {
     return [](double x) { return x; };
   if (op == "neg") return [](double x) { return -x; };
   if (op == "abs") return [](double x) { return std::fabs(x); };
+  if (op == "floor") return [](double x) { return std::floor(x); };
   if (op == "exp" || op == "fastexp") return [](double x) { return std::exp(x); };
   if (op == "log") return [](double x) { return std::log(x); };
   if (op == "sqrt") return [](double x) { return std::sqrt(x); };
@@ -142,6 +143,9 @@ std::optional<std::function<double(double)>> unary_fn(const std::string& op) {
 std::optional<std::function<double(double)>> unary_deriv(const std::string& op) {
   if (op == "identity" || op == "shuffle" || op == "ReStickifyOpHBM" || op == "neg" || op == "abs")
     return [](double) { return 1.0; };  // |f'| = 1 (abs: except at 0, where 1 still bounds)
+  // floor: flat between integers (an input error that crosses one moves the result by 1, which
+  // no first-order bound covers; torch-spyre's floor and ceil read kernel inputs or their negation)
+  if (op == "floor") return [](double) { return 0.0; };
   if (op == "exp" || op == "fastexp") return [](double x) { return std::exp(x); };
   if (op == "log") return [](double x) { return 1.0 / x; };
   if (op == "sqrt") return [](double x) { return 0.5 / std::sqrt(x); };
@@ -205,6 +209,7 @@ std::optional<std::function<double(double, double)>> binary_fn(const std::string
 std::string red_kind(const std::string& op) {
   for (const char* k : {"sum", "max", "min", "mean"})
     if (op == k || op == std::string(k) + "nonstick") return k;
+  if (op == "prodnonstick") return "prod";
   return {};
 }
 
@@ -399,22 +404,31 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     const int64_t len = int64_t(offsets.size());
     const double scale = r == "mean" ? constant_value(s, "scaling_factor", 1.0 / double(len)) : 1.0;
     // Error bound (input not a kernel input): sum/mean: the sum of the budgets (times |scale|);
-    // max/min: the largest budget of the row (the device may pick another element). Plus |r|.
+    // max/min: the largest budget of the row (the device may pick another element); prod: each
+    // budget times the other factors' magnitudes, summed. Plus |r|.
     const bool exact = a.depth == 0;
     const bool extreme = r == "max" || r == "min";
     if (!exact) out.m.resize(size_t(n));
     for (int64_t e = 0; e < n; ++e, next()) {
       int64_t base = 0;
       for (size_t i = 0; i < k.size(); ++i) base += k[i] * ast[i];
-      double acc = r == "max" ? -INFINITY : r == "min" ? INFINITY : 0.0;
-      double acc_e = 0;
+      const bool prod = r == "prod";
+      double acc = r == "max" ? -INFINITY : r == "min" ? INFINITY : prod ? 1.0 : 0.0;
+      double acc_e = 0, mag = 1;  // prod: the budget so far and the factors' magnitudes so far
       for (int64_t j = 0; j < len; ++j) {
         const size_t at = size_t(base + offsets[size_t(j)]);
         const double x = a.v[at];
         if (r == "max") acc = std::max(acc, x);
         else if (r == "min") acc = std::min(acc, x);
+        else if (prod) acc *= x;
         else acc += x;
-        if (!exact) acc_e = extreme ? std::max(acc_e, budget(a, at, out.format)) : acc_e + budget(a, at, out.format);
+        if (exact) continue;
+        if (prod) {
+          acc_e = acc_e * std::fabs(x) + budget(a, at, out.format) * mag;
+          mag *= std::fabs(x);
+        } else {
+          acc_e = extreme ? std::max(acc_e, budget(a, at, out.format)) : acc_e + budget(a, at, out.format);
+        }
       }
       out.v[size_t(e)] = r == "mean" ? acc * scale : acc;
       if (!exact)

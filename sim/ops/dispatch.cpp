@@ -135,6 +135,7 @@ const Table& tables() {
     red("minnonstick", Reduce::min);
     red("meannonstick", Reduce::mean);
     red("absmaxnonstick", Reduce::absmax);
+    red("prodnonstick", Reduce::prod);
     for (bool fp8 : {false, true}) {
       std::string_view n = fp8 ? "quantscalepertokenfp8" : "quantscalepertoken";
       m[n] = [fp8, n](In in, const TensorView& o, const Attrs& a) {

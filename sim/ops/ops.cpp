@@ -523,6 +523,10 @@ std::vector<float> reduce_values(Reduce op, const std::vector<float>& X, Split s
           }
           break;
         }
+        case Reduce::prod:
+          acc = 1;
+          for (int64_t j = 0; j < s.n; ++j) acc *= at(j);
+          break;
         case Reduce::absmax:
           acc = 0;
           for (int64_t j = 0; j < s.n; ++j) {

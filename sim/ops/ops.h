@@ -123,8 +123,8 @@ void layernormnorm(const TensorView& x, const TensorView& mean, const TensorView
 // Reductions along one dim. out has the input's rank with size 1 at `dim` (keepdim) or the
 // input's rank - 1. fp32 accumulation in index order.
 // ---------------------------------------------------------------------------------------------
-enum class Reduce { sum, max, min, mean, absmax, exx2, exx2_zeromean };
-// mean: sum * scaling_factor (default 1/n); exx2: sum(x^2) * exx2scale (default 1/n);
+enum class Reduce { sum, max, min, mean, absmax, exx2, exx2_zeromean, prod };
+// prod: the product, in fp32 in index order (torch-spyre's prodnonstick); mean: sum * scaling_factor (default 1/n); exx2: sum(x^2) * exx2scale (default 1/n);
 // exx2_zeromean [inf]: sum((x - mean)^2) * exx2scale (default 1/n), i.e. the biased variance.
 void reduce(Reduce op, const TensorView& in, const TensorView& out, int dim,
             const Attrs& attrs = {});

@@ -82,3 +82,40 @@ TEST_CASE("reduce dims: amin over two dims that are not neighbours keeps the one
   }
   CHECK(wrong == 0);
 }
+
+TEST_CASE("reduce dims: prodnonstick multiplies along its reduced dim, floor rounds down", "[exec][reduce]") {
+  // torch.prod of [128, 64] fp16 as torch-spyre writes it (a restickify, then prodnonstick), with
+  // factors near 1 so that the products stay far from DL16's range limits.
+  {
+    const auto lb = bundle::load_bundle(k_captured / "prod_128x64_restick_c32");
+    const auto b = plan::default_bindings(lb);
+    const auto plan = bundle::resolve(lb, b);
+    const auto kts = exec::kernel_tensors(lb, plan, b);
+    REQUIRE(kts.size() == 2);
+    REQUIRE(kts[0].info.size == std::vector<int64_t>{128, 64});
+    REQUIRE(kts[1].info.numel() == 128);
+    std::vector<float> x(128 * 64);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 1.0f + float(int(i * 37 % 17) - 8) / 256.0f;  // exact in DL16
+    exec::SparseMemory mem;
+    exec::write_tensor(mem, kts[0].info, x);
+    exec::run(lb, plan, mem);
+    const std::vector<float> y = exec::read_tensor(mem, kts[1].info);
+    double worst = 0;
+    for (size_t r = 0; r < 128; ++r) {
+      double p = 1;
+      for (size_t c = 0; c < 64; ++c) p *= x[r * 64 + c];
+      worst = std::max(worst, std::fabs(y[r] - p) / std::fabs(p));
+    }
+    CHECK(worst < std::ldexp(1.0, -9));  // one DL16 rounding and fp32 products
+    const exec::RefResult ref = exec::reference(plan, kts, mem);
+    REQUIRE(ref.outputs.count(1));
+    CHECK(exec::compare(y, ref.outputs.at(1)).pass);
+  }
+  {
+    const auto [x, y] = run_captured("floor_67x256_c4", 4);
+    REQUIRE(x.size() == y.size());
+    size_t wrong = 0;
+    for (size_t i = 0; i < x.size(); ++i) wrong += y[i] != std::floor(x[i]);
+    CHECK(wrong == 0);
+  }
+}
