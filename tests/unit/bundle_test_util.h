@@ -3,7 +3,9 @@
 #pragma once
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -11,10 +13,31 @@
 
 #include "catch.h"
 #include "sim/bundle/bundle.h"
+#include "sim/exec/exec.h"
+#include "sim/plan/lower.h"
 
 namespace bundle_test {
 
 inline const std::filesystem::path k_data = std::filesystem::path(VSPYRE_SHARED_DIR) / "spyre" / "data";
+inline const std::filesystem::path k_captured =
+    std::filesystem::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured";
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// A bundle loaded and resolved with its default bindings, and its kernel tensors.
+struct Kernel {
+  vspyre::bundle::LoadedBundle lb;
+  std::vector<vspyre::bundle::ResolvedExecution> plan;
+  std::vector<vspyre::exec::KernelTensor> kts;
+  explicit Kernel(const std::filesystem::path& dir) : lb(vspyre::bundle::load_bundle(dir)) {
+    const auto b = vspyre::plan::default_bindings(lb);
+    plan = vspyre::bundle::resolve(lb, b);
+    kts = vspyre::exec::kernel_tensors(lb, plan, b);
+  }
+};
 
 // One malformed variant of an SDSC: how to break it, and the JSON path and rule its one-line
 // LoadError must name.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bundle_test_util.h"
 #include "sim/bundle/bundle.h"
 #include "sim/exec/exec.h"
 #include "sim/exec/reference.h"
@@ -20,7 +21,7 @@ using namespace vspyre;
 
 namespace {
 
-const fs::path k_captured = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured";
+using bundle_test::k_captured;
 
 // A host-order tensor read from memory, addressed by dim name (absent dims: coordinate 0).
 struct Named {
@@ -49,19 +50,17 @@ struct Ran {
 };
 
 Ran run(const std::string& name, uint64_t seed) {
-  const auto lb = bundle::load_bundle(k_captured / name);
-  const auto b = plan::default_bindings(lb);
-  const auto plan = bundle::resolve(lb, b);
-  const auto kts = exec::kernel_tensors(lb, plan, b);
+  const bundle_test::Kernel k(k_captured / name);
+  const auto& kts = k.kts;
   REQUIRE(kts.size() == 3);
   exec::SparseMemory mem;
   exec::write_random_input(mem, kts[0], seed);
   exec::write_random_input(mem, kts[1], seed + 1);
-  exec::run(lb, plan, mem);
+  exec::run(k.lb, k.plan, mem);
   Ran r;
   Named* out[3] = {&r.x, &r.w, &r.y};
   for (size_t i = 0; i < 3; ++i) *out[i] = Named{kts[i].info.dims, kts[i].info.size, exec::read_tensor(mem, kts[i].info)};
-  const exec::RefResult ref = exec::reference(plan, kts, mem);
+  const exec::RefResult ref = exec::reference(k.plan, kts, mem);
   r.reference_passes = ref.outputs.count(2) && exec::compare(r.y.v, ref.outputs.at(2)).pass;
   return r;
 }

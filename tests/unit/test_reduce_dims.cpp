@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bundle_test_util.h"
 #include "sim/bundle/bundle.h"
 #include "sim/exec/exec.h"
 #include "sim/exec/reference.h"
@@ -20,23 +21,20 @@ using namespace vspyre;
 
 namespace {
 
-const fs::path k_captured = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured";
+using bundle_test::k_captured;
 
 // Runs `name` on random inputs: the input and the output as memory holds them.
 std::pair<std::vector<float>, std::vector<float>> run_captured(const std::string& name, uint64_t seed) {
-  const auto lb = bundle::load_bundle(k_captured / name);
-  const auto b = plan::default_bindings(lb);
-  const auto plan = bundle::resolve(lb, b);
-  const auto kts = exec::kernel_tensors(lb, plan, b);
-  REQUIRE(kts.size() == 2);
+  const bundle_test::Kernel k(k_captured / name);
+  REQUIRE(k.kts.size() == 2);
   exec::SparseMemory mem;
-  exec::write_random_input(mem, kts[0], seed);
-  exec::run(lb, plan, mem);
-  const exec::RefResult ref = exec::reference(plan, kts, mem);
-  const std::vector<float> y = exec::read_tensor(mem, kts[1].info);
+  exec::write_random_input(mem, k.kts[0], seed);
+  exec::run(k.lb, k.plan, mem);
+  const exec::RefResult ref = exec::reference(k.plan, k.kts, mem);
+  const std::vector<float> y = exec::read_tensor(mem, k.kts[1].info);
   REQUIRE(ref.outputs.count(1));
   CHECK(exec::compare(y, ref.outputs.at(1)).pass);
-  return {exec::read_tensor(mem, kts[0].info), y};
+  return {exec::read_tensor(mem, k.kts[0].info), y};
 }
 
 }  // namespace
@@ -87,10 +85,8 @@ TEST_CASE("reduce dims: prodnonstick multiplies along its reduced dim, floor rou
   // torch.prod of [128, 64] fp16 as torch-spyre writes it (a restickify, then prodnonstick), with
   // factors near 1 so that the products stay far from DL16's range limits.
   {
-    const auto lb = bundle::load_bundle(k_captured / "prod_128x64_restick_c32");
-    const auto b = plan::default_bindings(lb);
-    const auto plan = bundle::resolve(lb, b);
-    const auto kts = exec::kernel_tensors(lb, plan, b);
+    const bundle_test::Kernel k(k_captured / "prod_128x64_restick_c32");
+    const auto& kts = k.kts;
     REQUIRE(kts.size() == 2);
     REQUIRE(kts[0].info.size == std::vector<int64_t>{128, 64});
     REQUIRE(kts[1].info.numel() == 128);
@@ -98,7 +94,7 @@ TEST_CASE("reduce dims: prodnonstick multiplies along its reduced dim, floor rou
     for (size_t i = 0; i < x.size(); ++i) x[i] = 1.0f + float(int(i * 37 % 17) - 8) / 256.0f;  // exact in DL16
     exec::SparseMemory mem;
     exec::write_tensor(mem, kts[0].info, x);
-    exec::run(lb, plan, mem);
+    exec::run(k.lb, k.plan, mem);
     const std::vector<float> y = exec::read_tensor(mem, kts[1].info);
     double worst = 0;
     for (size_t r = 0; r < 128; ++r) {
@@ -107,7 +103,7 @@ TEST_CASE("reduce dims: prodnonstick multiplies along its reduced dim, floor rou
       worst = std::max(worst, std::fabs(y[r] - p) / std::fabs(p));
     }
     CHECK(worst < std::ldexp(1.0, -9));  // one DL16 rounding and fp32 products
-    const exec::RefResult ref = exec::reference(plan, kts, mem);
+    const exec::RefResult ref = exec::reference(k.plan, kts, mem);
     REQUIRE(ref.outputs.count(1));
     CHECK(exec::compare(y, ref.outputs.at(1)).pass);
   }

@@ -30,23 +30,9 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-const fs::path k_captured = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-struct Kernel {
-  bundle::LoadedBundle lb;
-  std::vector<bundle::ResolvedExecution> plan;
-  std::vector<exec::KernelTensor> kts;
-  explicit Kernel(const fs::path& dir) : lb(bundle::load_bundle(dir)) {
-    const auto b = plan::default_bindings(lb);
-    plan = bundle::resolve(lb, b);
-    kts = exec::kernel_tensors(lb, plan, b);
-  }
-};
+using bundle_test::k_captured;
+using bundle_test::Kernel;
+using bundle_test::slurp;
 
 // Which element of a 64-group of the input each output position holds, written out from the
 // layout torch-spyre documents (customops.py, stagger_to_standard_ea): fp16 position p = 8k + w
@@ -113,10 +99,10 @@ TEST_CASE("stagger: fp32todl16 leaves each 64-group of the stick dim in the card
   CHECK(exec::compare(y, ref.outputs.at(1)).pass);
 }
 
-TEST_CASE("stagger: dl16tofp32 then fp32todl16 gives the fp16 input back, on the compiler's own layouts",
+TEST_CASE("stagger: dl16tofp32 unpacks in the card's order, and fp32todl16's order undoes it",
           "[stagger]") {
-  // dl16tofp32 of fp16 [4, 128] on 8 cores, then its output converted back by the fp32todl16 SDSC
-  // of the [4, 64] capture widened to 128 (the same op on the same kind of layout).
+  // dl16tofp32 of fp16 [4, 128] on 8 cores; then the executor's fp32todl16 order (the one the
+  // fp32todl16 capture above is checked against) applied to its output.
   Kernel up(k_captured / "dl16tofp32_4x128_c8");
   REQUIRE(up.kts.size() == 2);
   exec::SparseMemory mem;
