@@ -274,17 +274,19 @@ bool conv_views(const bundle::Sdsc& s, const ops::TensorView& x, const TensorInf
   };
   // The channel dim: the output's stick dim (a dim in all three that is neither a window's nor a
   // window dim); a batch: any other dim of the output with more than one element.
+  // (A dim the output holds first: a full convolution's input channels are in the weight too.)
+  auto in_w = [&](const std::string& d) {
+    const auto it = std::find(wi.dims.begin(), wi.dims.end(), d);
+    return it != wi.dims.end() && wi.size[size_t(it - wi.dims.begin())] > 1;
+  };
   std::string chan;
-  std::vector<std::string> extra;
-  for (size_t i = 0; i < oi.dims.size(); ++i) {
-    const std::string& d = oi.dims[i];
-    if (windowish(d)) continue;
-    const bool in_w = std::find(wi.dims.begin(), wi.dims.end(), d) != wi.dims.end() &&
-                      wi.size[size_t(std::find(wi.dims.begin(), wi.dims.end(), d) - wi.dims.begin())] > 1;
-    if (in_w && chan.empty()) chan = d;
-    else if (oi.size[i] > 1) extra.push_back(d);
-  }
+  for (int pass = 0; pass < 2 && chan.empty(); ++pass)
+    for (size_t i = 0; i < oi.dims.size() && chan.empty(); ++i)
+      if (!windowish(oi.dims[i]) && in_w(oi.dims[i]) && (pass == 1 || oi.size[i] > 1)) chan = oi.dims[i];
   if (chan.empty()) return false;
+  std::vector<std::string> extra;
+  for (size_t i = 0; i < oi.dims.size(); ++i)
+    if (!windowish(oi.dims[i]) && oi.dims[i] != chan && oi.size[i] > 1) extra.push_back(oi.dims[i]);
   std::string hdim = h ? h->dim : "", hwin = h ? h->window_dim : "", batch;
   if (!h && !extra.empty()) {  // the H slot: a plain dim, kernel 1 (as a batch dim would be)
     hdim = extra.back();

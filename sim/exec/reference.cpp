@@ -471,7 +471,7 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     return out;
   }
   if ((name == "depthwiseconv2dnative" || name == "conv2d") && in.size() == 2) {
-    // Convolution over the SDSC's two windows, by dim name: depthwise out[.., oh, ow, c] = sum
+    // Convolution over the SDSC's one or two windows, by dim name: depthwise out[.., oh, ow, c] = sum
     // over the window of x[.., oh x stride - pad + ki, ow x stride - pad + kj, c] x w[ki, kj, c];
     // full (conv2d) also sums over the input channels, the dim of x and w the output lacks.
     // Error bound as for a matmul: sum of E_x |w| + |x| E_w, plus |r|.
