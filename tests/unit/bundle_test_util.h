@@ -14,6 +14,7 @@
 #include "catch.h"
 #include "sim/bundle/bundle.h"
 #include "sim/exec/exec.h"
+#include "sim/exec/reference.h"
 #include "sim/plan/lower.h"
 
 namespace bundle_test {
@@ -38,6 +39,22 @@ struct Kernel {
     kts = vspyre::exec::kernel_tensors(lb, plan, b);
   }
 };
+
+// Runs the captured one-input, one-output kernel `name` on seeded random inputs and checks its
+// output against the double reference: the input and the output as memory holds them.
+inline std::pair<std::vector<float>, std::vector<float>> run_captured(const std::string& name, uint64_t seed) {
+  namespace exec = vspyre::exec;
+  const Kernel k(k_captured / name);
+  REQUIRE(k.kts.size() == 2);
+  exec::SparseMemory mem;
+  exec::write_random_input(mem, k.kts[0], seed);
+  exec::run(k.lb, k.plan, mem);
+  const exec::RefResult ref = exec::reference(k.plan, k.kts, mem);
+  const std::vector<float> y = exec::read_tensor(mem, k.kts[1].info);
+  REQUIRE(ref.outputs.count(1));
+  CHECK(exec::compare(y, ref.outputs.at(1)).pass);
+  return {exec::read_tensor(mem, k.kts[0].info), y};
+}
 
 // One malformed variant of an SDSC: how to break it, and the JSON path and rule its one-line
 // LoadError must name.

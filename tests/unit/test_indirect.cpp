@@ -28,15 +28,11 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-const fs::path k_captured = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured";
+using bundle_test::k_captured;
+using bundle_test::slurp;
 const fs::path k_gather = k_captured / "gather_128x256_i32_c1";
 const fs::path k_scatter = k_captured / "index_put_128x256_i32_c1";
 const fs::path k_embedding = k_captured / "embedding_32000x512_ids2x128_c1";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
 
 // The kernel tensors of `dir` and its plan, ready to run.
 struct Kernel {

@@ -30,12 +30,8 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-const fs::path k_captured = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
+using bundle_test::k_captured;
+using bundle_test::slurp;
 
 // Runs `dir` on random inputs and returns the largest error of its output against the average
 // of each k x k window of its input (host order [.., H, W, C, 1, 1]), relative to one DL16 unit

@@ -22,20 +22,7 @@ using namespace vspyre;
 namespace {
 
 using bundle_test::k_captured;
-
-// Runs `name` on random inputs: the input and the output as memory holds them.
-std::pair<std::vector<float>, std::vector<float>> run_captured(const std::string& name, uint64_t seed) {
-  const bundle_test::Kernel k(k_captured / name);
-  REQUIRE(k.kts.size() == 2);
-  exec::SparseMemory mem;
-  exec::write_random_input(mem, k.kts[0], seed);
-  exec::run(k.lb, k.plan, mem);
-  const exec::RefResult ref = exec::reference(k.plan, k.kts, mem);
-  const std::vector<float> y = exec::read_tensor(mem, k.kts[1].info);
-  REQUIRE(ref.outputs.count(1));
-  CHECK(exec::compare(y, ref.outputs.at(1)).pass);
-  return {exec::read_tensor(mem, k.kts[0].info), y};
-}
+using bundle_test::run_captured;
 
 }  // namespace
 

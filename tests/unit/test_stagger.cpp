@@ -76,13 +76,8 @@ TEST_CASE("stagger: the source index of every position is a permutation and the 
 }
 
 TEST_CASE("stagger: fp32todl16 leaves each 64-group of the stick dim in the card's packed order", "[stagger]") {
-  Kernel k(k_captured / "fp32todl16_4x64_c4");  // x.to(float16) of fp32 [4, 64], 4 cores
-  REQUIRE(k.kts.size() == 2);
-  exec::SparseMemory mem;
-  exec::write_random_input(mem, k.kts[0], 3);
-  const std::vector<float> x = exec::read_tensor(mem, k.kts[0].info);
-  exec::run(k.lb, k.plan, mem);
-  const std::vector<float> y = exec::read_tensor(mem, k.kts[1].info);
+  // x.to(float16) of fp32 [4, 64], 4 cores; its output checked against the reference too
+  const auto [x, y] = bundle_test::run_captured("fp32todl16_4x64_c4", 3);
   REQUIRE(x.size() == 4 * 64);
   REQUIRE(y.size() == 4 * 64);
   size_t wrong = 0, moved = 0;
@@ -94,22 +89,13 @@ TEST_CASE("stagger: fp32todl16 leaves each 64-group of the stick dim in the card
     }
   CHECK(wrong == 0);
   CHECK(moved > 100);  // not the standard order
-  const exec::RefResult ref = exec::reference(k.plan, k.kts, mem);
-  REQUIRE(ref.outputs.count(1));
-  CHECK(exec::compare(y, ref.outputs.at(1)).pass);
 }
 
 TEST_CASE("stagger: dl16tofp32 unpacks in the card's order, and fp32todl16's order undoes it",
           "[stagger]") {
   // dl16tofp32 of fp16 [4, 128] on 8 cores; then the executor's fp32todl16 order (the one the
   // fp32todl16 capture above is checked against) applied to its output.
-  Kernel up(k_captured / "dl16tofp32_4x128_c8");
-  REQUIRE(up.kts.size() == 2);
-  exec::SparseMemory mem;
-  exec::write_random_input(mem, up.kts[0], 5);
-  const std::vector<float> x = exec::read_tensor(mem, up.kts[0].info);
-  exec::run(up.lb, up.plan, mem);
-  const std::vector<float> w = exec::read_tensor(mem, up.kts[1].info);
+  const auto [x, w] = bundle_test::run_captured("dl16tofp32_4x128_c8", 5);  // checked against the reference too
   REQUIRE(w.size() == x.size());
   // The fp32 result is staggered: position 32s + 4k + v holds element 8k + 4s + v (exact: widening).
   size_t wrong = 0;
@@ -120,9 +106,6 @@ TEST_CASE("stagger: dl16tofp32 unpacks in the card's order, and fp32todl16's ord
         wrong += w[r * 128 + size_t(g + q)] != x[r * 128 + size_t(g + 8 * kk + 4 * s + v)];
       }
   CHECK(wrong == 0);
-  const exec::RefResult ref = exec::reference(up.plan, up.kts, mem);
-  REQUIRE(ref.outputs.count(1));
-  CHECK(exec::compare(w, ref.outputs.at(1)).pass);
 
   // Back: the executor's own fp32todl16 on the staggered values restores x exactly.
   std::vector<uint8_t> host(fmt::bytes_for(fmt::DataFormat::IEEE_FP32, w.size()));
