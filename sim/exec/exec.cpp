@@ -730,7 +730,13 @@ struct Executor {
       if (pool && !ins.empty()) detail::pool_attrs(s, tensor(in_ids.front()).info, a);
       std::vector<float> merged;  // a reduction over several dims: its input with them innermost, in fp32
       ops::TensorView rv = ov;     // and the output it writes
-      if (red && !ins.empty()) {
+      if (ot.exx2_axis >= 0) {
+        a.dim = ot.exx2_axis;  // exx2: the reduced dim holds the two statistics
+      } else if (const std::string& n = op.op_func_name; (n == "layernormscale" || n == "layernormnorm") &&
+                                                         in_ids.size() > (n == "layernormnorm" ? 1u : 0u)) {
+        const int lanes = tensor(in_ids[n == "layernormnorm" ? 1 : 0]).exx2_axis;  // EXX2 statistics
+        if (lanes >= 0) a.dim = lanes;
+      } else if (red && !ins.empty()) {
         std::vector<int> reduced, kept;
         for (int k = 0; k < ins[0].rank(); ++k)
           (k < ov.rank() && ins[0].size[size_t(k)] != 1 && ov.size[size_t(k)] == 1 ? reduced : kept).push_back(k);

@@ -34,6 +34,16 @@ const std::set<std::string_view>& reductions() {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+bool exx2_role(const bundle::Sdsc& s, uint32_t lds) {
+  for (const auto& op : s.compute_ops) {
+    const std::string& n = op.op_func_name;
+    if ((n == "exx2" || n == "exx2_zeromean") && !op.outputs.empty() && op.outputs[0] == lds) return true;
+    if (n == "layernormscale" && !op.inputs.empty() && op.inputs[0] == lds) return true;
+    if (n == "layernormnorm" && op.inputs.size() > 1 && op.inputs[1] == lds) return true;
+  }
+  return false;
+}
+
 bool has(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
@@ -374,6 +384,14 @@ void stagger(std::string_view op, uint8_t* data, size_t elem_bytes, const std::v
 
 bool is_pool(std::string_view op) { return op == "avgpoolfwd" || op == "avgpoolnmapfwd" || op == "maxpoolfwd"; }
 
+bool exx2_lanes(const bundle::Sdsc& s, uint32_t lds) {
+  if (lds >= s.labeled_ds.size() || !exx2_role(s, lds)) return false;
+  const bundle::LabeledDs& ds = s.labeled_ds[lds];
+  const bundle::LayoutInfo* li = s.layout_for(ds);
+  if (!li || li->stick_dim_order.size() != 1) return false;
+  return s.scale_of(ds, li->stick_dim_order[0]) == -2;
+}
+
 MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
   const bundle::Sdsc& s = *r.sdsc;
   const std::string where = s.file + ": labeledDs_ " + std::to_string(lds);
@@ -420,6 +438,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
                     " layoutDimOrder_");
   t.stick_pos = size_t(sp - t.layout.begin());
 
+  const bool exx2 = exx2_lanes(s, lds);
   // Logical sizes per layout dim: N_, or a windowed op's input extent (padding_, Sdsc::windows).
   std::vector<int64_t> tsize(n);
   std::vector<const bundle::Window*> window(n, nullptr);
@@ -427,6 +446,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
     const int64_t N = s.n_of(t.layout[i]);
     if (N <= 0) throw ExecError(where + ": dim '" + t.layout[i] + "' has no size in N_");
     tsize[i] = s.scale_of(ds, t.layout[i]) == 1 ? N : 1;
+    if (i == t.stick_pos && exx2) tsize[i] = 2;  // the two statistics of an EXX2 stick
     if (al.windowed.count(t.layout[i]) && tsize[i] > 1) {
       window[i] = s.window_of(t.layout[i]);
       tsize[i] = window[i]->total;
@@ -466,6 +486,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
     host_index[i] = int32_t(it - t.info.dims.begin());
     t.info.size[size_t(host_index[i])] = tsize[i];
   }
+  if (exx2) t.exx2_axis = host_index[t.stick_pos];
   const bool lx_alloc = al.placement == bundle::Placement::lx;
   // Whole-tensor layout: device dims outermost first, the stick lanes last.
   t.full_units.resize(n);
@@ -503,7 +524,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
   for (size_t i = 0; i < n; ++i) {
     const std::string& d = t.layout[i];
     if (s.scale_of(ds, d) != 1) {
-      slice_elems[i] = 1;
+      slice_elems[i] = tsize[i];  // 1, or an EXX2 stick's 2 lanes
     } else if (window[i]) {
       // The input positions a core's outputs read (their windows overlap from core to core).
       const int64_t out = std::max<int64_t>({s.ss_of(d), s.el_of(d), 1});

@@ -28,7 +28,17 @@ struct MappedTensor {
   std::vector<int64_t> slice_units;    // LX: units of one core's slice (steady state)
   std::vector<int64_t> slice_stride;   // LX: bytes per unit step inside a core's slice
   std::vector<CoreSlice> cores;
+  // The host axis holding the two lanes of an EXX2 statistics stick (exx2_lanes), -1 otherwise.
+  int exx2_axis = -1;
 };
+
+// True when labeled tensor `lds` of `s` is a LayerNorm statistics stick in torch-spyre's EXX2
+// arrangement: the output of `exx2` / `exx2_zeromean`, the input of `layernormscale`, or the
+// second input of `layernormnorm`, with `scale_` -2 on its stick dim. Such a stick holds two
+// values per row, not one: lane 0 E[x] (0 with a zero mean), lane 1 E[x^2]. [inf] torch-spyre's
+// ElementArrangement::EXX2 ("two values per stick") says there are two; which lane holds which
+// is not public, and only these three ops read or write them.
+bool exx2_lanes(const bundle::Sdsc& s, uint32_t lds);
 
 // Calls fn(i) for the row-major index i (over `size`, axes named by `dims`) of every element at
 // a coordinate the SDSC's coordinateMasking_ covers; a dim of size 1 here (reduced, broadcast)

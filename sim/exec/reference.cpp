@@ -282,9 +282,145 @@ std::optional<std::function<double(double)>> unary_fn_with_constants(const bundl
     const double lo = constant_value(s, "clipMin", -INFINITY), hi = constant_value(s, "clipMax", INFINITY);
     return [lo, hi](double x) { return std::isnan(x) ? x : std::min(std::max(x, lo), hi); };
   }
+  if (op == "layernormscale") {  // one value per row (a variance); EXX2 statistics: layernorm_op
+    const double eps = constant_value(s, "eps", 1e-5);
+    return [eps](double x) { return 1.0 / std::sqrt(x + eps); };
+  }
   if (op == "qfp8ch" || op == "qfp8mb" || op == "qfp8wt") {
     const double scale = constant_value(s, "scaleact", 1.0);
     return [scale](double x) { return x * scale; };
+  }
+  return std::nullopt;
+}
+
+// The axis of `dims` holding the two lanes of an EXX2 statistics stick (detail::exx2_lanes)
+// of labeled tensor `lds`, -1 when it is not one.
+int lanes_axis(const bundle::Sdsc& s, uint32_t lds, const std::vector<std::string>& dims) {
+  if (!detail::exx2_lanes(s, lds)) return -1;
+  const auto* li = s.layout_for(s.labeled_ds[lds]);
+  auto it = std::find(dims.begin(), dims.end(), li->stick_dim_order[0]);
+  return it == dims.end() ? -1 : int(it - dims.begin());
+}
+
+// LayerNorm's three ops (vspyre::ops::exx2_stats, layernorm_scale, layernormnorm), with error
+// bounds to first order as everywhere here. nullopt: not one of them.
+std::optional<RefTensor> layernorm_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
+                                      const std::vector<const RefTensor*>& in, RefTensor out) {
+  const std::string& name = op.op_func_name;
+  const int64_t n = numel(out.size);
+  std::vector<int64_t> k(out.size.size(), 0);
+  auto next = [&]() {
+    for (size_t i = out.size.size(); i-- > 0;) {
+      if (++k[i] < out.size[i]) return;
+      k[i] = 0;
+    }
+  };
+  // `t` conformed to out's dims with size `lanes` on axis `ax` (a copy in `tmp` if needed).
+  auto in_out_dims = [&](const RefTensor& t, int ax, int64_t lanes, RefTensor& tmp) -> const RefTensor& {
+    std::vector<int64_t> sz(out.size.size(), 1);
+    for (size_t i = 0; i < out.dims.size(); ++i) {
+      auto it = std::find(t.dims.begin(), t.dims.end(), out.dims[i]);
+      if (it != t.dims.end()) sz[i] = t.size[size_t(it - t.dims.begin())];
+    }
+    if (ax >= 0) sz[size_t(ax)] = lanes;
+    return conform(t, out.dims, sz, tmp);
+  };
+  auto at = [&](const RefTensor& t, const std::vector<int64_t>& kk) {  // broadcast read
+    int64_t off = 0, st = 1;
+    for (size_t i = t.size.size(); i-- > 0;) {
+      if (t.size[i] != 1) off += kk[i] * st;
+      st *= t.size[i];
+    }
+    return size_t(off);
+  };
+  if (name == "exx2" || name == "exx2_zeromean") {
+    const int ax = lanes_axis(s, op.outputs[0], out.dims);
+    if (ax < 0 || in.empty()) throw Unavailable{"exx2 without an EXX2 statistics output"};
+    RefTensor tmp;
+    const RefTensor& a = in_out_dims(*in[0], -1, 0, tmp);
+    if (a.size.size() != out.size.size()) throw Unavailable{"exx2: input and output differ in rank"};
+    const int64_t len = a.size[size_t(ax)];
+    const double scale = constant_value(s, "exx2scale", 1.0 / double(len));
+    const bool zero_mean = name == "exx2_zeromean" || constant_value(s, "useZeroMean", 0.0) != 0.0;
+    const auto ast = strides(a.size);
+    const bool exact = a.depth == 0;
+    if (!exact) out.m.resize(size_t(n));
+    for (int64_t e = 0; e < n; ++e, next()) {
+      const bool sq = k[size_t(ax)] == 1;
+      int64_t base = 0;
+      for (size_t i = 0; i < k.size(); ++i)
+        if (int(i) != ax) base += k[i] * ast[i];
+      double acc = 0, acc_e = 0;
+      for (int64_t j = 0; j < len; ++j) {
+        const size_t p = size_t(base + j * ast[size_t(ax)]);
+        const double x = a.v[p];
+        acc += sq ? x * x : x;
+        if (!exact) acc_e += mulz(budget(a, p, out.format), sq ? 2 * std::fabs(x) : 1.0);
+      }
+      out.v[size_t(e)] = !sq && zero_mean ? 0.0 : acc * scale;
+      if (!exact) out.m[size_t(e)] = (mulz(acc_e, std::fabs(scale)) + rounded(out.v[size_t(e)], out.format)) / out.depth;
+    }
+    return out;
+  }
+  if (name == "layernormscale" && in.size() == 1) {
+    const int ax = lanes_axis(s, op.inputs[0], in[0]->dims);
+    if (ax < 0) return std::nullopt;  // one value per row: the unary form
+    const int oax = int(std::find(out.dims.begin(), out.dims.end(), in[0]->dims[size_t(ax)]) - out.dims.begin());
+    if (oax == int(out.dims.size())) throw Unavailable{"layernormscale: the statistics' lanes dim is not in the output"};
+    RefTensor tmp;
+    const RefTensor& st = in_out_dims(*in[0], oax, 2, tmp);
+    const double eps = constant_value(s, "eps", 1e-5);
+    const bool exact = st.depth == 0;
+    if (!exact) out.m.resize(size_t(n));
+    std::vector<int64_t> kk;
+    for (int64_t e = 0; e < n; ++e, next()) {
+      kk = k;
+      kk[size_t(oax)] = 0;
+      const size_t pm = at(st, kk);
+      kk[size_t(oax)] = 1;
+      const size_t pq = at(st, kk);
+      const double mu = st.v[pm], var = std::max(st.v[pq] - mu * mu, 0.0);
+      const double v = 1.0 / std::sqrt(var + eps);
+      out.v[size_t(e)] = v;
+      if (!exact) {
+        // d/dvar (var + eps)^-1/2 = -1/2 (var + eps)^-3/2; E_var = E_q + 2|mu| E_mu.
+        const double e_var = budget(st, pq, out.format) + mulz(budget(st, pm, out.format), 2 * std::fabs(mu));
+        out.m[size_t(e)] = (mulz(e_var, 0.5 * v * v * v) + rounded(v, out.format)) / out.depth;
+      }
+    }
+    return out;
+  }
+  if (name == "layernormnorm" && in.size() >= 3 && in.size() <= 5) {
+    const int sax = lanes_axis(s, op.inputs[1], in[1]->dims);
+    int oax = -1;
+    if (sax >= 0) {
+      oax = int(std::find(out.dims.begin(), out.dims.end(), in[1]->dims[size_t(sax)]) - out.dims.begin());
+      if (oax == int(out.dims.size())) throw Unavailable{"layernormnorm: the statistics' lanes dim is not in the output"};
+    }
+    RefTensor tmp[5];
+    std::vector<const RefTensor*> c;
+    for (size_t i = 0; i < in.size(); ++i) c.push_back(&in_out_dims(*in[i], i == 1 ? oax : -1, 2, tmp[i]));
+    const bool exact = std::all_of(c.begin(), c.end(), [](const RefTensor* t) { return t->depth == 0; });
+    if (!exact) out.m.resize(size_t(n));
+    std::vector<int64_t> km;
+    for (int64_t e = 0; e < n; ++e, next()) {
+      km = k;
+      if (oax >= 0) km[size_t(oax)] = 0;  // the mean: lane 0
+      const size_t px = at(*c[0], k), pm = at(*c[1], km), pr = at(*c[2], k);
+      const size_t pw = c.size() > 3 ? at(*c[3], k) : 0, pb = c.size() > 4 ? at(*c[4], k) : 0;
+      const double d = c[0]->v[px] - c[1]->v[pm], r = c[2]->v[pr];
+      const double w = c.size() > 3 ? c[3]->v[pw] : 1.0, b = c.size() > 4 ? c[4]->v[pb] : 0.0;
+      const double v = d * r * w + b;
+      out.v[size_t(e)] = v;
+      if (!exact) {
+        double ee = mulz(budget(*c[0], px, out.format) + budget(*c[1], pm, out.format), std::fabs(r * w)) +
+                    mulz(budget(*c[2], pr, out.format), std::fabs(d * w));
+        if (c.size() > 3) ee += mulz(budget(*c[3], pw, out.format), std::fabs(d * r));
+        if (c.size() > 4) ee += budget(*c[4], pb, out.format);
+        out.m[size_t(e)] = (ee + rounded(v, out.format)) / out.depth;
+      }
+    }
+    return out;
   }
   return std::nullopt;
 }
@@ -313,6 +449,7 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     }
   };
   const std::string& name = op.op_func_name;
+  if (auto ln = layernorm_op(s, op, in, out)) return std::move(*ln);
   auto f = is_cast(name) ? unary_fn("identity") : unary_fn(name);
   if (!f) f = unary_fn_with_constants(s, name);
   if (f && in.size() == 1) {

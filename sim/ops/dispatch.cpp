@@ -70,9 +70,16 @@ const Table& tables() {
       need(in, 3, 3, "fnms");
       fnms(in[0], in[1], in[2], o);
     };
-    m["layernormnorm"] = [](In in, const TensorView& o, const Attrs&) {
-      need(in, 2, 3, "layernormnorm");
-      layernormnorm(in[0], in[1], in.size() == 3 ? &in[2] : nullptr, o);
+    // x, the statistics (lanes on attrs.dim, or the mean), rstd, [weight], [bias].
+    m["layernormnorm"] = [](In in, const TensorView& o, const Attrs& a) {
+      need(in, 3, 5, "layernormnorm");
+      layernormnorm(in[0], in[1], in[2], in.size() > 3 ? &in[3] : nullptr, in.size() > 4 ? &in[4] : nullptr, o, a.dim, a);
+    };
+    // EXX2 statistics with their lanes on attrs.dim; one value per row without it (1/sqrt(v + eps)).
+    m["layernormscale"] = [](In in, const TensorView& o, const Attrs& a) {
+      need(in, 1, 1, "layernormscale");
+      if (a.dim) return layernorm_scale(in[0], o, *a.dim, a);
+      unary(Unary::layernormscale, in[0], o, a);
     };
 
     auto un = [&](std::string_view n, Unary op, bool tanh_gelu = false) {
@@ -110,7 +117,6 @@ const Table& tables() {
     un("tanh", Unary::tanh);
     un("clip", Unary::clip);
     un("softplus", Unary::softplus);
-    un("layernormscale", Unary::layernormscale);
     un("floor", Unary::floor);
     // Value-preserving moves: in logical (host-order) terms a copy; the stick relayout itself
     // is the caller's (fmt::StickLayout) business.

@@ -443,13 +443,73 @@ void fnms(const TensorView& a, const TensorView& b, const TensorView& c, const T
   elementwise3(a, b, c, out, "fnms", [](float x, float y, float z) { return std::fma(-x, y, z); });
 }
 
-void layernormnorm(const TensorView& x, const TensorView& mean, const TensorView* rstd,
-                   const TensorView& out) {
-  if (rstd)
-    elementwise3(x, mean, *rstd, out, "layernormnorm",
-                 [](float v, float m, float s) { return (v - m) * s; });
-  else
-    elementwise2(x, mean, out, Attrs{}, "layernormnorm", [](float v, float s) { return v * s; });
+namespace {
+
+// A view of `t` with `dim` cut to its first element (lane 0 of an EXX2 stick).
+TensorView first_along(const TensorView& t, int dim) {
+  TensorView v = t;
+  v.stride = t.strides();
+  v.size[size_t(dim)] = 1;
+  return v;
+}
+
+void check_lanes(const TensorView& stats, int dim, const char* what) {
+  if (stats.size[size_t(dim)] != 2)
+    fail(std::string(what) + ": the statistics " + shape_str(stats.size) + " do not hold two lanes (E[x], E[x^2]) on dim " +
+         std::to_string(dim));
+}
+
+}  // namespace
+
+void layernorm_scale(const TensorView& stats, const TensorView& out, int lanes_dim, const Attrs& attrs) {
+  const int d = norm_dim(lanes_dim, stats.rank());
+  check_lanes(stats, d, "layernormscale");
+  if (out.rank() != stats.rank())
+    fail("layernormscale: output " + shape_str(out.size) + " and statistics " + shape_str(stats.size) + " differ in rank");
+  const TensorView mean = first_along(stats, d);
+  TensorView sq = mean;
+  sq.offset += stats.strides()[size_t(d)];
+  const auto M = load_f32(mean, attrs.rules), Q = load_f32(sq, attrs.rules);
+  const float eps = float(attrs.get("eps", 1e-5));
+  std::vector<int64_t> rows = out.size;
+  rows[size_t(d)] = 1;
+  const std::array<std::vector<int64_t>, 1> st{bcast_strides(mean.size, rows, "layernormscale")};
+  std::vector<float> r(size_t(product(rows)));
+  iterate<1>(rows, st, [&](int64_t i, const std::array<int64_t, 1>& o) {
+    const float m = M[size_t(o[0])];
+    r[size_t(i)] = 1.0f / std::sqrt(std::max(Q[size_t(o[0])] - m * m, 0.0f) + eps);
+  });
+  // Every lane of the output stick holds its row's value.
+  std::vector<float> R(size_t(out.numel()));
+  const auto rst = dense_strides(rows);
+  std::array<std::vector<int64_t>, 1> rs{rst};
+  rs[0][size_t(d)] = 0;
+  iterate<1>(out.size, rs, [&](int64_t i, const std::array<int64_t, 1>& o) { R[size_t(i)] = r[size_t(o[0])]; });
+  store_f32(R.data(), out, attrs.rules);
+}
+
+void layernormnorm(const TensorView& x, const TensorView& stats, const TensorView& rstd, const TensorView* weight,
+                   const TensorView* bias, const TensorView& out, std::optional<int> lanes_dim, const Attrs& attrs) {
+  TensorView mean = stats;
+  if (lanes_dim) {
+    const int d = norm_dim(*lanes_dim, stats.rank());
+    check_lanes(stats, d, "layernormnorm");
+    mean = first_along(stats, d);
+  }
+  const char* what = "layernormnorm";
+  const auto X = load_f32(x, attrs.rules), M = load_f32(mean, attrs.rules), S = load_f32(rstd, attrs.rules);
+  const std::vector<float> W = weight ? load_f32(*weight, attrs.rules) : std::vector<float>{1.0f};
+  const std::vector<float> B = bias ? load_f32(*bias, attrs.rules) : std::vector<float>{0.0f};
+  const std::vector<int64_t> one(size_t(out.rank()), 1);
+  std::array<std::vector<int64_t>, 5> st{bcast_strides(x.size, out.size, what), bcast_strides(mean.size, out.size, what),
+                                         bcast_strides(rstd.size, out.size, what),
+                                         bcast_strides(weight ? weight->size : one, out.size, what),
+                                         bcast_strides(bias ? bias->size : one, out.size, what)};
+  std::vector<float> R(size_t(out.numel()));
+  iterate<5>(out.size, st, [&](int64_t i, const std::array<int64_t, 5>& o) {
+    R[size_t(i)] = (X[size_t(o[0])] - M[size_t(o[1])]) * S[size_t(o[2])] * W[size_t(o[3])] + B[size_t(o[4])];
+  });
+  store_f32(R.data(), out, attrs.rules);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -535,20 +595,6 @@ std::vector<float> reduce_values(Reduce op, const std::vector<float>& X, Split s
             acc = std::max(acc, v);
           }
           break;
-        case Reduce::exx2:
-          acc = 0;
-          for (int64_t j = 0; j < s.n; ++j) acc += at(j) * at(j);
-          acc *= float(attrs.get("exx2scale", inv_n));
-          break;
-        case Reduce::exx2_zeromean: {
-          float m = 0;
-          for (int64_t j = 0; j < s.n; ++j) m += at(j);
-          m *= inv_n;
-          acc = 0;
-          for (int64_t j = 0; j < s.n; ++j) acc += (at(j) - m) * (at(j) - m);
-          acc *= float(attrs.get("exx2scale", inv_n));
-          break;
-        }
         default: acc = NAN;
       }
       R[size_t(o * s.inner + i)] = acc;
@@ -559,8 +605,36 @@ std::vector<float> reduce_values(Reduce op, const std::vector<float>& X, Split s
 }  // namespace
 
 void reduce(Reduce op, const TensorView& in, const TensorView& out, int dim, const Attrs& attrs) {
+  if (op == Reduce::exx2 || op == Reduce::exx2_zeromean) return exx2_stats(in, out, dim, op == Reduce::exx2_zeromean, attrs);
   const Split s = split_for(in, out, dim, "reduce");
   const auto R = reduce_values(op, load_f32(in, attrs.rules), s, attrs);
+  store_f32(R.data(), out, attrs.rules);
+}
+
+void exx2_stats(const TensorView& in, const TensorView& out, int dim, bool zero_mean, const Attrs& attrs) {
+  const int d = norm_dim(dim, in.rank());
+  std::vector<int64_t> two = in.size;
+  two[size_t(d)] = 2;
+  if (out.size != two)
+    fail("exx2: output " + shape_str(out.size) + " is not input " + shape_str(in.size) + " with the two statistics (E[x], "
+         "E[x^2]) on dim " + std::to_string(d));
+  const Split s{product(in.size, 0, size_t(d)), in.size[size_t(d)], product(in.size, size_t(d) + 1)};
+  const auto X = load_f32(in, attrs.rules);
+  const float scale = float(attrs.get("exx2scale", s.n ? 1.0 / double(s.n) : NAN));
+  zero_mean = zero_mean || attrs.get("useZeroMean", 0.0) != 0.0;
+  std::vector<float> R(size_t(s.outer * 2 * s.inner));
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t i = 0; i < s.inner; ++i) {
+      const float* p = X.data() + o * s.n * s.inner + i;
+      float sum = 0, sq = 0;
+      for (int64_t j = 0; j < s.n; ++j) {
+        const float v = p[j * s.inner];
+        sum += v;
+        sq += v * v;
+      }
+      R[size_t((o * 2 + 0) * s.inner + i)] = zero_mean ? 0.0f : sum * scale;
+      R[size_t((o * 2 + 1) * s.inner + i)] = sq * scale;
+    }
   store_f32(R.data(), out, attrs.rules);
 }
 

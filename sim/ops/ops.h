@@ -115,19 +115,33 @@ void where3(const TensorView& cond, const TensorView& a, const TensorView& b,
             const TensorView& out);
 // Fused negative multiply-subtract, out = c - a*b (POWER fnmsub; [inf]), broadcast.
 void fnms(const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& out);
-// layernormnorm [inf]: out = (x - mean) * rstd with 3 inputs, x * rstd with 2 (stats broadcast).
-void layernormnorm(const TensorView& x, const TensorView& mean, const TensorView* rstd,
-                   const TensorView& out);
+// LayerNorm as torch-spyre lowers it: stats = exx2(x) (two lanes: E[x], E[x^2]), rstd =
+// layernormscale(stats), out = layernormnorm(x, stats, rstd, weight, bias). [inf] The two lanes'
+// order is not public (torch-spyre's ElementArrangement::EXX2: "two values per stick").
+// layernormscale with the statistics' lanes on `lanes_dim` (size 2 there): every element of out
+// (the statistics' shape, any size on lanes_dim) is 1/sqrt(max(E[x^2] - E[x]^2, 0) + eps) of its
+// row (constant eps, default 1e-5). With one value per row use unary(Unary::layernormscale).
+void layernorm_scale(const TensorView& stats, const TensorView& out, int lanes_dim, const Attrs& attrs = {});
+// out = (x - mean) * rstd * weight + bias, all broadcast to out; mean is lane 0 of `stats` on
+// `lanes_dim`, or `stats` itself without one; weight 1 and bias 0 when absent.
+void layernormnorm(const TensorView& x, const TensorView& stats, const TensorView& rstd, const TensorView* weight,
+                   const TensorView* bias, const TensorView& out, std::optional<int> lanes_dim,
+                   const Attrs& attrs = {});
 
 // ---------------------------------------------------------------------------------------------
 // Reductions along one dim. out has the input's rank with size 1 at `dim` (keepdim) or the
 // input's rank - 1. fp32 accumulation in index order.
 // ---------------------------------------------------------------------------------------------
 enum class Reduce { sum, max, min, mean, absmax, exx2, exx2_zeromean, prod };
-// prod: the product, in fp32 in index order (torch-spyre's prodnonstick); mean: sum * scaling_factor (default 1/n); exx2: sum(x^2) * exx2scale (default 1/n);
-// exx2_zeromean [inf]: sum((x - mean)^2) * exx2scale (default 1/n), i.e. the biased variance.
+// prod: the product, in fp32 in index order (torch-spyre's prodnonstick); mean: sum * scaling_factor (default 1/n);
+// exx2, exx2_zeromean: exx2_stats.
 void reduce(Reduce op, const TensorView& in, const TensorView& out, int dim,
             const Attrs& attrs = {});
+// A LayerNorm's statistics in torch-spyre's EXX2 arrangement [inf]: out is the input with size 2
+// on `dim`, lane 0 sum(x) * exx2scale (E[x]; exx2scale default 1/n) and lane 1 sum(x^2) *
+// exx2scale (E[x^2]). zero_mean (exx2_zeromean, or the constant useZeroMean != 0) takes the mean
+// as zero: lane 0 is 0, so layernormscale and layernormnorm give RMSNorm. [inf]
+void exx2_stats(const TensorView& in, const TensorView& out, int dim, bool zero_mean, const Attrs& attrs = {});
 // The dim reduce() would use when attrs.dim is absent.
 int infer_reduce_dim(const TensorView& in, const TensorView& out, std::optional<int> dim);
 

@@ -179,7 +179,7 @@ TEST_CASE("ops: unary math matches double reference in DL16") {
   CHECK(BO.at(1) == std::numeric_limits<double>::infinity());  // fp32 inf: the NaN/inf code
 }
 
-TEST_CASE("ops: strided views, where3, fnms, layernormnorm") {
+TEST_CASE("ops: strided views, where3, fnms") {
   // A transposed input view: a [3,5] buffer read as its [5,3] transpose.
   const auto a = randv(15, -4, 4, DataFormat::SEN169_FP16, 7);
   Buf A(DataFormat::SEN169_FP16, {3, 5}, a);
@@ -200,11 +200,6 @@ TEST_CASE("ops: strided views, where3, fnms, layernormnorm") {
   ops::fnms(A.v(), B.v(), Cc.v(), F.v());
   for (size_t i = 0; i < 15; ++i) CHECK(close(F.at(i), double(i % 5 + 1) - a[i] * b[i], 1e-6, 1e-6));
 
-  Buf M(DataFormat::SEN169_FP16, {3, 1}, {0.5, -1, 2}), S(DataFormat::SEN169_FP16, {3, 1}, {2, 0.25, 3});
-  ops::TensorView sv = S.v();
-  ops::layernormnorm(A.v(), M.v(), &sv, F.v());
-  const double m[3] = {0.5, -1, 2}, s[3] = {2, 0.25, 3};
-  for (size_t i = 0; i < 15; ++i) CHECK(close(F.at(i), (a[i] - m[i / 5]) * s[i / 5], 1e-6, 1e-6));
 }
 
 TEST_CASE("ops: fp8 E4M3 elementwise rounds within 2^-3") {
