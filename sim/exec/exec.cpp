@@ -202,7 +202,7 @@ void write_random_tensor(Memory& mem, const TensorInfo& info, uint64_t seed, siz
   need_hbm(info, "write_random_tensor");
   const int bits = fmt::bits_per_element(info.format);
   const int64_t n = info.numel();
-  if (info.gapped || bits <= 0 || bits % 8 != 0 || n == 0 || info.layout.device_size.empty() ||
+  if (info.gapped || bits <= 0 || bits % 8 != 0 || n == 0 || !detail::one_dim_stick(info.layout) ||
       info.image_bytes != fmt::bytes_for(info.format, size_t(n))) {
     write_tensor_raw(mem, info, random_device_values(seed, arg, size_t(n), info.format));
     return;
@@ -491,7 +491,7 @@ struct Executor {
     std::map<uint32_t, const detail::MappedTensor*> bcast;   // read-only operands broadcast over them
     const detail::MappedTensor& first = tensor(s.compute_ops.front().outputs[0]);
     if (first.info.image_bytes != fmt::bytes_for(first.info.format, size_t(first.info.numel())) ||
-        fmt::bits_per_element(first.info.format) <= 0)
+        fmt::bits_per_element(first.info.format) <= 0 || !detail::one_dim_stick(first.info.layout))
       return false;
     for (uint32_t lds : ids) {
       const detail::MappedTensor& t = tensor(lds);

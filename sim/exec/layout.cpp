@@ -34,6 +34,12 @@ const std::set<std::string_view>& reductions() {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+std::string stick_size_str(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
 bool exx2_role(const bundle::Sdsc& s, uint32_t lds) {
   for (const auto& op : s.compute_ops) {
     const std::string& n = op.op_func_name;
@@ -423,20 +429,32 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
                     " entries, layoutDimOrder_ of " + al.name + " has " + std::to_string(n));
   const bundle::LayoutInfo* li = s.layout_for(ds);
   if (!li) throw ExecError(where + ": primaryDsInfo_ has no entry '" + ds.ds_type + "'");
-  if (li->stick_dim_order.size() != 1 || li->stick_size.size() != 1)
-    throw ExecError(where + ": primaryDsInfo_['" + ds.ds_type +
-                    "']: sticks of several dimensions (quantised packings) are not implemented");
-  const int64_t eps = li->stick_size[0];
-  if (eps != fmt::elements_per_stick(t.info.format))
-    throw ExecError(where + ": primaryDsInfo_['" + ds.ds_type + "']/stickSize_ " +
-                    std::to_string(eps) + " is not one 128-byte stick of " +
-                    std::string(fmt::name(t.info.format)) + " (" +
-                    std::to_string(fmt::elements_per_stick(t.info.format)) + " elements)");
-  auto sp = std::find(t.layout.begin(), t.layout.end(), li->stick_dim_order[0]);
-  if (sp == t.layout.end())
-    throw ExecError(where + ": stick dim '" + li->stick_dim_order[0] + "' not in " + al.name +
-                    " layoutDimOrder_");
-  t.stick_pos = size_t(sp - t.layout.begin());
+  // One stick dim (eps elements of it per stick), or two: torch-spyre's fp8 weights (QFP8WT,
+  // stickSize_ [2, 64]: two rows of the first dim, 64 of the second, the second's lanes
+  // contiguous).
+  const size_t nstick = li->stick_dim_order.size();
+  const int64_t eps = fmt::elements_per_stick(t.info.format);
+  int64_t per_stick = 1;
+  for (int64_t v : li->stick_size) per_stick *= v;
+  if (nstick < 1 || nstick > 2 || li->stick_size.size() != nstick || per_stick != eps)
+    throw ExecError(where + ": primaryDsInfo_['" + ds.ds_type + "']/stickSize_ " + stick_size_str(li->stick_size) +
+                    " is not one 128-byte stick of " + std::string(fmt::name(t.info.format)) + " (" +
+                    std::to_string(eps) + " elements) over one or two dims");
+  std::vector<int64_t> per(n, 1);  // elements of each layout dim per unit (1, or its stick size)
+  for (size_t k = 0; k < nstick; ++k) {
+    auto sp = std::find(t.layout.begin(), t.layout.end(), li->stick_dim_order[k]);
+    if (sp == t.layout.end())
+      throw ExecError(where + ": stick dim '" + li->stick_dim_order[k] + "' not in " + al.name +
+                      " layoutDimOrder_");
+    if (per[size_t(sp - t.layout.begin())] != 1)
+      throw ExecError(where + ": primaryDsInfo_['" + ds.ds_type + "']/stickDimOrder_ names '" +
+                      li->stick_dim_order[k] + "' twice");
+    per[size_t(sp - t.layout.begin())] = li->stick_size[k];
+    t.stick_pos = size_t(sp - t.layout.begin());  // the lanes: the last stick dim
+  }
+  const size_t stick_outer = nstick == 2 ? size_t(std::find(t.layout.begin(), t.layout.end(), li->stick_dim_order[0]) -
+                                                  t.layout.begin())
+                                         : t.stick_pos;
 
   const bool exx2 = exx2_lanes(s, lds);
   // Logical sizes per layout dim: N_, or a windowed op's input extent (padding_, Sdsc::windows).
@@ -446,7 +464,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
     const int64_t N = s.n_of(t.layout[i]);
     if (N <= 0) throw ExecError(where + ": dim '" + t.layout[i] + "' has no size in N_");
     tsize[i] = s.scale_of(ds, t.layout[i]) == 1 ? N : 1;
-    if (i == t.stick_pos && exx2) tsize[i] = 2;  // the two statistics of an EXX2 stick
+    if (i == t.stick_pos && exx2 && nstick == 1) tsize[i] = 2;  // the two statistics of an EXX2 stick
     if (al.windowed.count(t.layout[i]) && tsize[i] > 1) {
       window[i] = s.window_of(t.layout[i]);
       tsize[i] = window[i]->total;
@@ -472,7 +490,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
       throw ExecError(s.file + ": backGapCore_/" + t.layout[i] + ": gap " + std::to_string(it->second) +
                       " of the restickify leaves nothing of N_ " + std::to_string(tsize[i]));
     tsize[i] -= it->second;
-    if (i != t.stick_pos) gap[i] = 0;
+    if (per[i] == 1) gap[i] = 0;
     shrunk[i] = true;
   }
   // Host order.
@@ -494,7 +512,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
   int64_t stride = fmt::k_stick_bytes;
   for (size_t i = 0; i < n; ++i) {
     const int64_t ext = tsize[i] + (lx_alloc ? 0 : gap[i]);
-    t.full_units[i] = i == t.stick_pos ? ceil_div(ext, eps) : ext;
+    t.full_units[i] = ceil_div(ext, per[i]);
     t.full_stride[i] = stride;
     stride *= t.full_units[i];
   }
@@ -503,13 +521,17 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
     t.info.layout.device_size.push_back(t.full_units[i]);
     t.info.layout.dim_map.push_back(host_index[i]);
   }
-  t.info.layout.device_size.push_back(eps);
+  if (nstick == 2) {  // the stick's rows, then its lanes
+    t.info.layout.device_size.push_back(per[stick_outer]);
+    t.info.layout.dim_map.push_back(host_index[stick_outer]);
+  }
+  t.info.layout.device_size.push_back(per[t.stick_pos]);
   t.info.layout.dim_map.push_back(host_index[t.stick_pos]);
   t.info.image_bytes = fmt::device_image_bytes(t.info.layout);
   // The span this tensor's own sticks cover (less than the image when it has a trailing gap).
   t.info.span_bytes = fmt::k_stick_bytes;
   for (size_t i = 0; i < n; ++i) {
-    const int64_t own = i == t.stick_pos ? ceil_div(tsize[i], eps) : tsize[i];
+    const int64_t own = ceil_div(tsize[i], per[i]);
     t.info.span_bytes += uint64_t(std::max<int64_t>(own - 1, 0) * t.full_stride[i]);
     t.info.gapped = t.info.gapped || own != t.full_units[i];
   }
@@ -547,7 +569,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
   stride = fmt::k_stick_bytes;
   for (size_t i = 0; i < n; ++i) {
     const int64_t ext = slice_elems[i] + (lx_alloc ? gap[i] : 0);
-    t.slice_units[i] = i == t.stick_pos ? ceil_div(ext, eps) : ext;
+    t.slice_units[i] = ceil_div(ext, per[i]);
     t.slice_stride[i] = stride;
     stride *= t.slice_units[i];
   }
@@ -602,13 +624,13 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
                           "'s slice of dim '" + d + "' [" + std::to_string(o) + ", " +
                           std::to_string(o + e) + ") lies outside N_ " + std::to_string(tsize[i]));
       }
-      if (i == t.stick_pos) {
-        if (o % eps != 0)
+      if (per[i] > 1) {
+        if (o % per[i] != 0)
           throw ExecError(where + " (" + ds.name + "): core " + std::to_string(c) +
                           "'s slice of stick dim '" + d + "' starts mid-stick (element " +
                           std::to_string(o) + ")");
-        cs.origin[i] = o / eps;
-        cs.units[i] = ceil_div(e, eps);
+        cs.origin[i] = o / per[i];
+        cs.units[i] = ceil_div(e, per[i]);
       } else {
         cs.origin[i] = o;
         cs.units[i] = e;

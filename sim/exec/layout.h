@@ -63,6 +63,12 @@ int64_t for_each_masked(const bundle::Sdsc& s, const std::vector<std::string>& d
   return calls;
 }
 
+// True when the layout's sticks are its last device dim (every layout but a 2-D stick's): the
+// streamed paths walk images a whole stick at a time.
+inline bool one_dim_stick(const fmt::StickLayout& l) {
+  return !l.device_size.empty() && l.device_size.back() == fmt::elements_per_stick(l.format);
+}
+
 // Throws ExecError naming the SDSC file and the field.
 MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds_idx);
 

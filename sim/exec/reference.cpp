@@ -1390,7 +1390,7 @@ std::optional<StreamPlan> stream_plan(const std::vector<bundle::ResolvedExecutio
         sp.common = ot.info;
         have_common = true;
         const int bits = fmt::bits_per_element(sp.common.format);
-        if (bits <= 0 || sp.common.numel() == 0 || sp.common.layout.device_size.empty() ||
+        if (bits <= 0 || sp.common.numel() == 0 || !detail::one_dim_stick(sp.common.layout) ||
             sp.common.image_bytes != fmt::bytes_for(sp.common.format, size_t(sp.common.numel())))
           return std::nullopt;
       }

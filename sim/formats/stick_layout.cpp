@@ -27,23 +27,24 @@ std::vector<int64_t> radices(const StickLayout& l, size_t host_rank) {
   return rad;
 }
 
-// Iterates the sticks of the device image. For each stick calls
-// fn(stick_index, valid, host_elem_offset, lane_count, lane_host_stride).
+// Iterates the rows of the device image (a row: one step of every device dim but the last, the
+// last dim's elements; a stick, or part of one in a 2-D stick). For each row calls
+// fn(row_index, valid, host_elem_offset, lane_count, lane_host_stride).
 template <class Fn>
-void for_each_stick(const StickLayout& l, std::span<const int64_t> host_size,
-                    std::span<const int64_t> host_stride, int64_t host_offset, Fn&& fn) {
+void for_each_row(const StickLayout& l, std::span<const int64_t> host_size,
+                  std::span<const int64_t> host_stride, int64_t host_offset, Fn&& fn) {
   validate(l, host_size);
   const size_t nd = l.device_size.size(), last = nd - 1;
   const size_t hr = host_size.size();
   for (int64_t s : host_size)
     if (s == 0) return;  // an empty host tensor has no data; its image is all padding
   const std::vector<int64_t> rad = radices(l, hr);
-  int64_t n_sticks = 1;
-  for (size_t k = 0; k < last; ++k) n_sticks *= l.device_size[k];
+  int64_t n_rows = 1;
+  for (size_t k = 0; k < last; ++k) n_rows *= l.device_size[k];
   const int32_t hs = l.dim_map[last];
-  const int64_t eps = l.device_size[last];
+  const int64_t row = l.device_size[last];
   std::vector<int64_t> coord(last, 0), x(hr, 0);
-  for (int64_t s = 0; s < n_sticks; ++s) {
+  for (int64_t s = 0; s < n_rows; ++s) {
     std::fill(x.begin(), x.end(), 0);
     bool valid = true;
     for (size_t k = 0; k < last && valid; ++k) {
@@ -60,7 +61,7 @@ void for_each_stick(const StickLayout& l, std::span<const int64_t> host_size,
     }
     int64_t lanes = 1, lane_stride = 1;
     if (valid && hs >= 0) {
-      lanes = std::min(eps, host_size[size_t(hs)] - x[size_t(hs)]);
+      lanes = std::min(row, host_size[size_t(hs)] - x[size_t(hs)]);
       lane_stride = host_stride[size_t(hs)];
     }
     fn(s, valid, off, lanes, lane_stride);
@@ -69,6 +70,11 @@ void for_each_stick(const StickLayout& l, std::span<const int64_t> host_size,
       coord[k] = 0;
     }
   }
+}
+
+// Bytes of one row of the device image (the last device dim).
+uint64_t row_bytes(const StickLayout& l) {
+  return uint64_t(l.device_size.back()) * uint64_t(bits_per_element(l.format)) / 8;
 }
 
 void check_host(std::span<const int64_t> size, std::span<const int64_t> stride, const void* data,
@@ -144,8 +150,14 @@ void validate(const StickLayout& l, std::span<const int64_t> host_size) {
   const int64_t eps = elements_per_stick(l.format);
   if (eps <= 0 || !is_convertible(l.format))
     bad_layout("device format " + std::string(name(l.format)) + " not usable");
-  if (l.device_size.back() != eps)
-    bad_layout("last device dim must be one stick (" + std::to_string(eps) + " elements)");
+  // One stick: the last device dim, or the last two (a 2-D stick: rows of a whole number of
+  // bytes, torch-spyre's [2, 64] fp8 weight sticks).
+  const int64_t last = l.device_size.back();
+  const bool two_d = nd >= 2 && last > 0 && last < eps && l.device_size[nd - 2] * last == eps &&
+                     last * bits_per_element(l.format) % 8 == 0;
+  if (last != eps && !two_d)
+    bad_layout("last device dim must be one stick (" + std::to_string(eps) +
+               " elements), or the last two one 2-D stick");
   for (int64_t s : l.device_size)
     if (s < 0) bad_layout("negative device size");
   std::vector<int64_t> capacity(host_size.size(), 1);
@@ -162,9 +174,9 @@ void validate(const StickLayout& l, std::span<const int64_t> host_size) {
 
 uint64_t device_image_bytes(const StickLayout& l) {
   if (l.device_size.empty()) return 0;
-  uint64_t sticks = 1;
-  for (size_t k = 0; k + 1 < l.device_size.size(); ++k) sticks *= uint64_t(l.device_size[k]);
-  return sticks * uint64_t(k_stick_bytes);
+  uint64_t rows = 1;
+  for (size_t k = 0; k + 1 < l.device_size.size(); ++k) rows *= uint64_t(l.device_size[k]);
+  return rows * row_bytes(l);
 }
 
 int64_t device_element_index(const StickLayout& l, std::span<const int64_t> host_coord) {
@@ -208,15 +220,16 @@ void host_to_device(const HostTensor& host, const StickLayout& l, void* device, 
                     const ConvertRules& r) {
   check_host(host.size, host.stride, host.data, host.format);
   if (!device) bad_layout("null device pointer");
-  const int64_t eps = l.device_size.empty() ? 0 : l.device_size.back();
+  const int64_t row = l.device_size.empty() ? 0 : l.device_size.back();
   if (padding == Padding::zero && std::any_of(host.size.begin(), host.size.end(),
                                               [](int64_t s) { return s == 0; }))
     std::memset(device, 0, device_image_bytes(l));
-  for_each_stick(l, host.size, host.stride, host.offset,
+  const uint64_t rb = l.device_size.empty() ? 0 : row_bytes(l);
+  for_each_row(l, host.size, host.stride, host.offset,
                  [&](int64_t s, bool valid, int64_t off, int64_t lanes, int64_t lane_stride) {
-                   uint8_t* stick = static_cast<uint8_t*>(device) + s * k_stick_bytes;
-                   if (padding == Padding::zero && (!valid || lanes < eps))
-                     std::memset(stick, 0, k_stick_bytes);
+                   uint8_t* stick = static_cast<uint8_t*>(device) + uint64_t(s) * rb;
+                   if (padding == Padding::zero && (!valid || lanes < row))
+                     std::memset(stick, 0, rb);
                    if (!valid) return;
                    convert_strided(host.format, host.data, off, lane_stride, l.format, stick, 0, 1,
                                    size_t(lanes), r);
@@ -227,10 +240,11 @@ void device_to_host(const void* device, const StickLayout& l, const MutableHostT
                     const ConvertRules& r) {
   check_host(host.size, host.stride, host.data, host.format);
   if (!device) bad_layout("null device pointer");
-  for_each_stick(l, host.size, host.stride, host.offset,
+  const uint64_t rb = l.device_size.empty() ? 0 : row_bytes(l);
+  for_each_row(l, host.size, host.stride, host.offset,
                  [&](int64_t s, bool valid, int64_t off, int64_t lanes, int64_t lane_stride) {
                    if (!valid) return;
-                   const uint8_t* stick = static_cast<const uint8_t*>(device) + s * k_stick_bytes;
+                   const uint8_t* stick = static_cast<const uint8_t*>(device) + uint64_t(s) * rb;
                    convert_strided(l.format, stick, 0, 1, host.format, host.data, off, lane_stride,
                                    size_t(lanes), r);
                  });

@@ -74,11 +74,11 @@ struct Tensor {
   std::vector<std::string> dims;  // layout order, innermost first
   // Flags as char, not vector<bool>: the tile loop reads them for every op it writes.
   std::vector<char> reduced;      // per layout dim
-  std::vector<char> stick;        // per layout dim: the stick dimension
+  std::vector<char> stick;        // per layout dim: a stick dimension (one, or two: a 2-D stick)
   std::vector<uint64_t> full;     // whole-tensor count per dim (sticks for the stick dim)
   std::vector<uint64_t> stride;   // bytes
   std::vector<uint64_t> max_ext;  // per layout dim: largest per-core extent over the cores, elements
-  uint64_t stick_elems = 64;
+  std::vector<uint64_t> per;      // per layout dim: elements per unit (its stickSize_, or 1)
   // A PT operand whose row dim is not the first layout dim right outside the stick: that dim's
   // layout index, else -1. Its blocks move stick by stick, row dim innermost (pt_operand_rows()).
   int pt_row = -1;
@@ -182,11 +182,13 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
       }
     }
     const bundle::LayoutInfo* li = s.layout_for(ds);
-    std::string stick_dim;
-    if (li && !li->stick_dim_order.empty()) {
-      stick_dim = li->stick_dim_order.front();
-      if (!li->stick_size.empty() && li->stick_size.front() > 0) t.stick_elems = static_cast<uint64_t>(li->stick_size.front());
-    }
+    // Elements per stick of each stick dim: one dim (64 of DL16), or two (an fp8 weight's
+    // [2, 64]: two rows in one stick). Without a layout, 64.
+    std::map<std::string, uint64_t> stick_elems;
+    if (li)
+      for (size_t k = 0; k < li->stick_dim_order.size(); ++k)
+        stick_elems[li->stick_dim_order[k]] =
+            k < li->stick_size.size() && li->stick_size[k] > 0 ? static_cast<uint64_t>(li->stick_size[k]) : 64;
     t.dims = t.alloc >= 0 && !s.allocations[t.alloc].layout_dim_order.empty() ? s.allocations[t.alloc].layout_dim_order
              : li ? li->layout_dim_order : std::vector<std::string>{};
     // The whole tensor's extent along each dim: N_, plus an HBM allocation's trailing gap
@@ -195,7 +197,9 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
     uint64_t stride = m_card.stick_bytes;
     for (const auto& d : t.dims) {
       const bool red = s.scale_of(ds, d) < 0;
-      const bool stk = d == stick_dim;
+      const auto se = stick_elems.find(d);
+      const bool stk = se != stick_elems.end();
+      const uint64_t per = stk ? se->second : 1;
       int64_t ext = s.n_of(d);
       const auto pad = restickify_pad.find(d);
       if (pad != restickify_pad.end()) ext -= pad->second;
@@ -206,9 +210,10 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
       const bundle::Window* win = al && al->windowed.count(d) ? s.window_of(d) : nullptr;
       if (win) ext = win->total;
       const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(1, ext));
-      const uint64_t full = red ? 1 : stk ? ceil_div(n, t.stick_elems) : n;
+      const uint64_t full = red ? 1 : ceil_div(n, per);
       t.reduced.push_back(red);
       t.stick.push_back(stk);
+      t.per.push_back(per);
       t.win.push_back(red ? nullptr : win);
       t.full.push_back(full);
       t.stride.push_back(stride);
@@ -601,7 +606,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     dt.dim = d;
     for (const auto& t : ts)
       for (size_t i = 0; i < t.dims.size(); ++i)
-        if (t.dims[i] == d && t.stick[i] && !t.reduced[i]) dt.gran = std::max(dt.gran, t.stick_elems);
+        if (t.dims[i] == d && t.stick[i] && !t.reduced[i]) dt.gran = std::max(dt.gran, t.per[i]);
     // On the PT array a tile thinner than its rows (times the corelets sharing the work) wastes
     // the array; never cut a matmul's dimension finer than that.
     if (uses_pt) dt.gran = std::max<uint64_t>(dt.gran, static_cast<uint64_t>(m_card.pt_rows) * m_card.corelets);
@@ -617,7 +622,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   // Per-dim count of a tensor for an extent in elements.
   auto units = [](const Tensor& t, size_t i, uint64_t ext) -> uint64_t {
     if (t.reduced[i]) return 1;
-    return t.stick[i] ? ceil_div(ext, t.stick_elems) : ext;
+    return ceil_div(ext, t.per[i]);
   };
   // Units of tensor t along layout dim i in its largest block with the current tiling, or in its
   // whole per-core share (`whole`: no tiling).
@@ -1016,7 +1021,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
           o = tile_off[static_cast<size_t>(j)];
           e = tile_ext[static_cast<size_t>(j)];
         }
-        off_scratch[i] = t.stick[i] ? o / t.stick_elems : o;
+        off_scratch[i] = o / t.per[i];
         cnt_scratch[i] = units(t, i, e);
       }
     };
