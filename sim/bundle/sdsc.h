@@ -2,6 +2,8 @@
 // and validated against the format and the card. The raw JSON stays available for later lowering.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <map>
 #include <set>
@@ -120,6 +122,21 @@ struct IndirectAccess {
   uint32_t value_lds = 0;
   uint32_t index_lds = 0;
   std::vector<std::string> dims;  // the value view's layout dims the index replaces, innermost first
+  // The value tensor's layout as memory holds it: its direct dims in their layoutDimOrder_ order
+  // (innermost first), then the indexed dims, outermost. The card addresses the indexed dims at
+  // device position 0 (torch-spyre's tests: "Indirect access addresses the indexed dimension
+  // through the *device* layout and requires it at device position 0"; torch-spyre copies a
+  // tensor into such a layout first), while the compiler may list an indexed dim of one index
+  // anywhere (a size-1 dim has no stride to sort it by): an index_copy_ of one row lists it
+  // innermost, with the other dims' sticks outside it.
+  std::vector<std::string> memory_order(const std::vector<std::string>& layout) const {
+    std::vector<std::string> out;
+    for (const auto& d : layout)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) out.push_back(d);
+    for (const auto& d : layout)
+      if (std::find(dims.begin(), dims.end(), d) != dims.end()) out.push_back(d);
+    return out;
+  }
 };
 
 // N_.paddingSizes_[dim] (a pooling window; torch-spyre's avgpoolfwd): output positions along

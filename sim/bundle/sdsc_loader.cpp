@@ -1011,20 +1011,9 @@ class SdscLoader {
         } else if (m != -1) {
           nd.fail("maxDimSizes_ " + std::to_string(m) + " on " + quote(dim) +
                   ": only -1 (direct) and 1 (replaced by the index) are supported");
-        } else if (!ia.dims.empty()) {
-          // A direct dim outside the indexed ones is harmless when it spans one step of the
-          // layout (a stick dim of one stick, torch-spyre's embedding [mb, x, out] with out 64):
-          // a row then still is everything inside the indexed dims.
-          int64_t steps = m_s.n_of(dim);
-          if (li)
-            for (size_t q = 0; q < li->stick_dim_order.size() && q < li->stick_size.size(); ++q)
-              if (li->stick_dim_order[q] == dim && li->stick_size[q] > 0)
-                steps = (steps + li->stick_size[q] - 1) / li->stick_size[q];
-          if (steps != 1)
-            nd.fail("dimension " + quote(dim) + " is direct but lies outside the indirect " + quote(ia.dims.back()) +
-                    " in layoutDimOrder_ over " + std::to_string(steps) +
-                    " steps: only the outermost dims can be indexed (or those with one step of a dim outside)");
         }
+        // A direct dim listed outside an indexed one is not refused: memory holds the indexed
+        // dims outermost (IndirectAccess::memory_order).
       }
       if (ia.dims.empty()) nd.fail("a value_tensor allocation needs maxDimSizes_ 1 on the dims its index replaces");
       std::vector<std::string> want_dims = ia.dims, have_dims = other->layout_dim_order;

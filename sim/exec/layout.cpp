@@ -422,6 +422,7 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
                     std::string(bundle::to_string(ds.format)) +
                     " has no element conversion in vspyre::fmt");
   t.layout = al.layout_dim_order;
+  if (const bundle::IndirectAccess* ia = s.indirect_of(lds)) t.layout = ia->memory_order(t.layout);
   const size_t n = t.layout.size();
   if (n == 0) throw ExecError(s.file + ": " + al.json_path + "/layoutDimOrder_: empty");
   if (ds.scale.size() != n)

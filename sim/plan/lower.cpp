@@ -191,6 +191,7 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
             k < li->stick_size.size() && li->stick_size[k] > 0 ? static_cast<uint64_t>(li->stick_size[k]) : 64;
     t.dims = t.alloc >= 0 && !s.allocations[t.alloc].layout_dim_order.empty() ? s.allocations[t.alloc].layout_dim_order
              : li ? li->layout_dim_order : std::vector<std::string>{};
+    if (const bundle::IndirectAccess* ia = s.indirect_of(ds.idx)) t.dims = ia->memory_order(t.dims);
     // The whole tensor's extent along each dim: N_, plus an HBM allocation's trailing gap
     // (backGapCore_), less a restickify's padding (Sdsc::restickify_pad).
     const Allocation* al = t.alloc >= 0 ? &s.allocations[t.alloc] : nullptr;

@@ -262,23 +262,60 @@ TEST_CASE("indirect: the plan loads the index, then the gathered rows one run ea
   CHECK(r.kernel_ps > 0);
 }
 
-TEST_CASE("indirect: a direct dim of one step may lie outside the indexed dims, of more it is refused", "[indirect]") {
-  // torch-spyre's F.embedding of a [10, 3] table (the stick dim padded to 64) by [2, 4] ids lays
-  // the gather's view out [mb, x, out] innermost first: the indexed mb and x inside, `out` outside
-  // with one stick. A row is still everything inside the indexed dims (one stick).
-  const fs::path dir = k_captured / "embedding_10x3_ids2x4_c1";
-  const auto lb = bundle::load_bundle(dir);
-  const bundle::Sdsc& s = lb.sdsc("sdsc_1.json");
-  REQUIRE(s.indirect.size() == 1);
-  CHECK(s.indirect[0].dims == std::vector<std::string>{"mb", "x"});
-  // The same view over two sticks of `out`: rows would be strided, which is not modelled.
-  const std::string text = slurp(dir / "sdsc_1.json");
-  auto inner = [](Json& j) -> Json& { return j.begin().value()["dscs_"][0].begin().value(); };
-  bundle_test::check_refusals(text, "sdsc_1.json",
-                              {{"direct dim of two sticks outside", [&](Json& j) {
-                                  inner(j)["N_"]["out_"] = 128;
-                                  for (auto& [_, st] : inner(j)["dataStageParam_"].items())
-                                    for (const char* key : {"ss_", "el_"}) st[key]["out_"] = 128;
-                                },
-                                "scheduleTree_/1", "is direct but lies outside the indirect 'x' in layoutDimOrder_ over 2 steps"}});
+TEST_CASE("indirect: memory holds the indexed dims outermost, wherever a one-index view lists them", "[indirect]") {
+  // torch-spyre lists an indexed dim of one index anywhere in the value view's layoutDimOrder_
+  // (a size-1 dim has no stride to sort by): its index_select of one position from a
+  // [16, 2, 2, 64] cache lists the indexed dim innermost with two dims of two outside it, and
+  // its index_copy_ of one row along dim 2 of [1, 4, 64, 256] lists it innermost with 4 x 4
+  // sticks outside. The card addresses the indexed dim at device position 0 (outermost), which
+  // is where the copy before each writes it (IndirectAccess::memory_order).
+  {
+    Kernel k(k_captured / "index_select_1tok_16x2x2x64_c1");
+    const bundle::Sdsc& s = k.lb.sdsc("sdsc_1.json");
+    REQUIRE(s.indirect.size() == 1);
+    CHECK(s.indirect[0].dims == std::vector<std::string>{"y"});
+    CHECK(s.indirect[0].memory_order({"y", "x", "mb", "out"}) == std::vector<std::string>{"x", "mb", "out", "y"});
+    const auto& cache = k.arg(0);
+    const auto& idx = k.arg(1);
+    const auto& out = k.arg(2);
+    CHECK(idx.index_bound == 16);
+    REQUIRE(out.info.numel() == 2 * 2 * 64);
+    for (uint32_t p : {0u, 9u, 15u}) {
+      INFO("position " << p);
+      exec::SparseMemory mem;
+      exec::write_tensor(mem, cache.info, exec::random_values(6, 0, size_t(cache.info.numel())));
+      put_indices(mem, idx.info, {p});
+      const std::vector<float> c = exec::read_tensor(mem, cache.info);
+      exec::run(k.lb, k.plan, mem);
+      const std::vector<float> got = exec::read_tensor(mem, out.info);  // [2, 2, 64, 1]
+      size_t wrong = 0;
+      for (size_t e = 0; e < 256; ++e) wrong += got[e] != c[p * 256 + e];  // cache[p]
+      CHECK(wrong == 0);
+    }
+  }
+  {
+    Kernel k(k_captured / "index_copy_dim2_4x64x256_p1_c32");
+    const auto& dst = k.arg(0);
+    const auto& idx = k.arg(1);
+    const auto& src = k.arg(2);
+    CHECK(idx.index_bound == 64);
+    REQUIRE(dst.info.size == std::vector<int64_t>{4, 64, 256});
+    REQUIRE(src.info.numel() == 4 * 256);
+    for (uint32_t row : {0u, 7u, 63u}) {
+      INFO("row " << row);
+      exec::SparseMemory mem;
+      exec::write_tensor(mem, dst.info, exec::random_values(7, 0, size_t(dst.info.numel())));
+      exec::write_tensor(mem, src.info, exec::random_values(7, 2, size_t(src.info.numel())));
+      put_indices(mem, idx.info, {row});
+      std::vector<float> want = exec::read_tensor(mem, dst.info);
+      const std::vector<float> sv = exec::read_tensor(mem, src.info);  // [4, 256, 1]
+      for (size_t h = 0; h < 4; ++h)
+        for (size_t c = 0; c < 256; ++c) want[(h * 64 + row) * 256 + c] = sv[h * 256 + c];
+      exec::run(k.lb, k.plan, mem);
+      const std::vector<float> got = exec::read_tensor(mem, dst.info);
+      size_t wrong = 0;
+      for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
+      CHECK(wrong == 0);
+    }
+  }
 }
