@@ -293,6 +293,14 @@ std::optional<std::function<double(double)>> unary_fn_with_constants(const bundl
   return std::nullopt;
 }
 
+// Steps the row-major coordinate `k` over a tensor of shape `size` (the last dim fastest).
+void odometer_next(std::vector<int64_t>& k, const std::vector<int64_t>& size) {
+  for (size_t i = size.size(); i-- > 0;) {
+    if (++k[i] < size[i]) return;
+    k[i] = 0;
+  }
+}
+
 // The axis of `dims` holding the two lanes of an EXX2 statistics stick (detail::exx2_lanes)
 // of labeled tensor `lds`, -1 when it is not one.
 int lanes_axis(const bundle::Sdsc& s, uint32_t lds, const std::vector<std::string>& dims) {
@@ -309,12 +317,7 @@ std::optional<RefTensor> layernorm_op(const bundle::Sdsc& s, const bundle::Compu
   const std::string& name = op.op_func_name;
   const int64_t n = numel(out.size);
   std::vector<int64_t> k(out.size.size(), 0);
-  auto next = [&]() {
-    for (size_t i = out.size.size(); i-- > 0;) {
-      if (++k[i] < out.size[i]) return;
-      k[i] = 0;
-    }
-  };
+  auto next = [&]() { odometer_next(k, out.size); };
   // `t` conformed to out's dims with size `lanes` on axis `ax` (a copy in `tmp` if needed).
   auto in_out_dims = [&](const RefTensor& t, int ax, int64_t lanes, RefTensor& tmp) -> const RefTensor& {
     std::vector<int64_t> sz(out.size.size(), 1);
@@ -442,12 +445,7 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
   const auto ost = strides(out.size);
   const int64_t n = numel(out.size);
   std::vector<int64_t> k(out.size.size(), 0);
-  auto next = [&]() {
-    for (size_t i = out.size.size(); i-- > 0;) {
-      if (++k[i] < out.size[i]) return;
-      k[i] = 0;
-    }
-  };
+  auto next = [&]() { odometer_next(k, out.size); };
   const std::string& name = op.op_func_name;
   if (auto ln = layernorm_op(s, op, in, out)) return std::move(*ln);
   auto f = is_cast(name) ? unary_fn("identity") : unary_fn(name);

@@ -204,9 +204,10 @@ bool dci_pair_supported(DataFormat from, DataFormat to);
 // ---------------------------------------------------------------------------------------------
 
 // A device tensor is a dense row-major array of shape device_size (outermost first) whose last
-// dimension is one 128-byte stick, or whose last two are (a 2-D stick: torch-spyre's fp8 weights,
-// stickSize_ [2, 64], two rows of 64 one-byte elements). dim_map[k] names the host dimension device dimension k walks,
-// or -1 for a synthetic dimension (only coordinate 0 holds data). A host dimension may appear in
+// dimension is one 128-byte stick, or whose last two are (a 2-D stick: torch-spyre's fp8
+// weights, stickSize_ [2, 64], two rows of 64 one-byte elements). dim_map[k] names the host
+// dimension device dimension k walks, or -1 for a synthetic dimension (only coordinate 0 holds
+// data). A host dimension may appear in
 // several device dimensions: they split its index mixed-radix, the later (inner) one finer. The
 // stick dimension therefore appears as the stick count and as the last (within-stick) dimension.
 struct StickLayout {
