@@ -732,9 +732,8 @@ struct Executor {
       ops::TensorView rv = ov;     // and the output it writes
       if (ot.exx2_axis >= 0) {
         a.dim = ot.exx2_axis;  // exx2: the reduced dim holds the two statistics
-      } else if (const std::string& n = op.op_func_name; (n == "layernormscale" || n == "layernormnorm") &&
-                                                         in_ids.size() > (n == "layernormnorm" ? 1u : 0u)) {
-        const int lanes = tensor(in_ids[n == "layernormnorm" ? 1 : 0]).exx2_axis;  // EXX2 statistics
+      } else if (const int k = detail::exx2_stats_input(op.op_func_name); k >= 0 && in_ids.size() > size_t(k)) {
+        const int lanes = tensor(in_ids[size_t(k)]).exx2_axis;  // EXX2 statistics
         if (lanes >= 0) a.dim = lanes;
       } else if (red && !ins.empty()) {
         std::vector<int> reduced, kept;

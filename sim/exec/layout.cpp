@@ -44,8 +44,8 @@ bool exx2_role(const bundle::Sdsc& s, uint32_t lds) {
   for (const auto& op : s.compute_ops) {
     const std::string& n = op.op_func_name;
     if ((n == "exx2" || n == "exx2_zeromean") && !op.outputs.empty() && op.outputs[0] == lds) return true;
-    if (n == "layernormscale" && !op.inputs.empty() && op.inputs[0] == lds) return true;
-    if (n == "layernormnorm" && op.inputs.size() > 1 && op.inputs[1] == lds) return true;
+    const int k = exx2_stats_input(n);
+    if (k >= 0 && op.inputs.size() > size_t(k) && op.inputs[size_t(k)] == lds) return true;
   }
   return false;
 }
@@ -442,20 +442,19 @@ MappedTensor map_tensor(const bundle::ResolvedExecution& r, uint32_t lds) {
                     " is not one 128-byte stick of " + std::string(fmt::name(t.info.format)) + " (" +
                     std::to_string(eps) + " elements) over one or two dims");
   std::vector<int64_t> per(n, 1);  // elements of each layout dim per unit (1, or its stick size)
+  size_t stick_outer = 0;          // the stick's first dim (its rows in a 2-D stick)
   for (size_t k = 0; k < nstick; ++k) {
-    auto sp = std::find(t.layout.begin(), t.layout.end(), li->stick_dim_order[k]);
-    if (sp == t.layout.end())
+    const size_t pos = size_t(std::find(t.layout.begin(), t.layout.end(), li->stick_dim_order[k]) - t.layout.begin());
+    if (pos == n)
       throw ExecError(where + ": stick dim '" + li->stick_dim_order[k] + "' not in " + al.name +
                       " layoutDimOrder_");
-    if (per[size_t(sp - t.layout.begin())] != 1)
+    if (per[pos] != 1)
       throw ExecError(where + ": primaryDsInfo_['" + ds.ds_type + "']/stickDimOrder_ names '" +
                       li->stick_dim_order[k] + "' twice");
-    per[size_t(sp - t.layout.begin())] = li->stick_size[k];
-    t.stick_pos = size_t(sp - t.layout.begin());  // the lanes: the last stick dim
+    per[pos] = li->stick_size[k];
+    if (k == 0) stick_outer = pos;
+    t.stick_pos = pos;  // the lanes: the last stick dim
   }
-  const size_t stick_outer = nstick == 2 ? size_t(std::find(t.layout.begin(), t.layout.end(), li->stick_dim_order[0]) -
-                                                  t.layout.begin())
-                                         : t.stick_pos;
 
   const bool exx2 = exx2_lanes(s, lds);
   // Logical sizes per layout dim: N_, or a windowed op's input extent (padding_, Sdsc::windows).

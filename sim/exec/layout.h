@@ -39,6 +39,11 @@ struct MappedTensor {
 // ElementArrangement::EXX2 ("two values per stick") says there are two; which lane holds which
 // is not public, and only these three ops read or write them.
 bool exx2_lanes(const bundle::Sdsc& s, uint32_t lds);
+// Which input of op `op` holds EXX2 statistics: 0 for layernormscale, 1 for layernormnorm, -1
+// for any other op (exx2 and exx2_zeromean write them).
+inline int exx2_stats_input(std::string_view op) {
+  return op == "layernormscale" ? 0 : op == "layernormnorm" ? 1 : -1;
+}
 
 // Calls fn(i) for the row-major index i (over `size`, axes named by `dims`) of every element at
 // a coordinate the SDSC's coordinateMasking_ covers; a dim of size 1 here (reduced, broadcast)

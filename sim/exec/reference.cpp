@@ -365,8 +365,9 @@ std::optional<RefTensor> layernorm_op(const bundle::Sdsc& s, const bundle::Compu
     }
     return out;
   }
+  const int si = detail::exx2_stats_input(name);  // the input holding the statistics
   if (name == "layernormscale" && in.size() == 1) {
-    const int ax = lanes_axis(s, op.inputs[0], in[0]->dims);
+    const int ax = lanes_axis(s, op.inputs[size_t(si)], in[size_t(si)]->dims);
     if (ax < 0) return std::nullopt;  // one value per row: the unary form
     const int oax = int(std::find(out.dims.begin(), out.dims.end(), in[0]->dims[size_t(ax)]) - out.dims.begin());
     if (oax == int(out.dims.size())) throw Unavailable{"layernormscale: the statistics' lanes dim is not in the output"};
@@ -394,15 +395,15 @@ std::optional<RefTensor> layernorm_op(const bundle::Sdsc& s, const bundle::Compu
     return out;
   }
   if (name == "layernormnorm" && in.size() >= 3 && in.size() <= 5) {
-    const int sax = lanes_axis(s, op.inputs[1], in[1]->dims);
+    const int sax = lanes_axis(s, op.inputs[size_t(si)], in[size_t(si)]->dims);
     int oax = -1;
     if (sax >= 0) {
-      oax = int(std::find(out.dims.begin(), out.dims.end(), in[1]->dims[size_t(sax)]) - out.dims.begin());
+      oax = int(std::find(out.dims.begin(), out.dims.end(), in[size_t(si)]->dims[size_t(sax)]) - out.dims.begin());
       if (oax == int(out.dims.size())) throw Unavailable{"layernormnorm: the statistics' lanes dim is not in the output"};
     }
     RefTensor tmp[5];
     std::vector<const RefTensor*> c;
-    for (size_t i = 0; i < in.size(); ++i) c.push_back(&in_out_dims(*in[i], i == 1 ? oax : -1, 2, tmp[i]));
+    for (size_t i = 0; i < in.size(); ++i) c.push_back(&in_out_dims(*in[i], int(i) == si ? oax : -1, 2, tmp[i]));
     const bool exact = std::all_of(c.begin(), c.end(), [](const RefTensor* t) { return t->depth == 0; });
     if (!exact) out.m.resize(size_t(n));
     std::vector<int64_t> km;
