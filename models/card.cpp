@@ -44,12 +44,17 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_tile_target = plan.get_size("tile_target", "64KiB",
                                 {"streamed HBM bytes per core per tile above which work is tiled for DMA/compute overlap",
                                  Provenance::Estimate});
-  m_sfp_primary_order =
-      plan.get_choice("sfp_operand_order", "layout", {"primary", "layout"},
-                      {"the order a DMA walks an SFP operand whose device-memory layout orders its dims unlike the "
-                       "op's primaryDsInfo_ layout: primary (the SFP's streaming order, which its LX image follows; "
-                       "runs only as long as both orders keep contiguous) or layout (its own layout, whole runs)",
-                       Provenance::Estimate}) == "primary";
+  {
+    const std::string order = plan.get_choice(
+        "sfp_operand_order", "layout", {"primary", "layout", "layout_sticks"},
+        {"the order a DMA walks an SFP operand whose device-memory layout orders its dims unlike the op's "
+         "primaryDsInfo_ layout: primary (the SFP's streaming order, which its LX image follows; runs only as long "
+         "as both orders keep contiguous), layout (its own layout, whole runs) or layout_sticks (its own layout, a "
+         "stick at a time: no two sticks in a row are neighbours in LX too)",
+         Provenance::Estimate});
+    using O = OperandOrder;
+    m_sfp_operand_order = order == "primary" ? O::primary : order == "layout_sticks" ? O::layout_sticks : O::layout;
+  }
   ParamReader& sfp = plan.group("sfp_cycles", "SFP cycles per element per lane, by op class (lower.cpp sfp_cost_class)");
   m_sfp_simple = sfp.get_real("simple", 1.0, {"add, sub, mul, neg, max, sum, identity, relu, ...", Provenance::Estimate});
   m_sfp_divide = sfp.get_real("divide", 4.0, {"realdiv, reciprocal, ...", Provenance::Estimate});

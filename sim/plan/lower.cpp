@@ -86,6 +86,8 @@ struct Tensor {
   // the SFP streams the op in, and so the order of its LX image): the layout dims in the order
   // the DMA walks them, innermost first (primary_walk()). Empty: the layout order.
   std::vector<size_t> move;
+  // Such an operand walked in its own layout a stick at a time (OperandOrder::layout_sticks).
+  bool stick_runs = false;
   // A gather's or scatter's value tensor (bundle::IndirectAccess): the bytes of one row (its
   // inner, direct dims). Each row is wherever its index points, so a block moves as one run per
   // row; 0 for any other tensor.
@@ -162,7 +164,7 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
   }
   // card.plan.sfp_operand_order primary: an SDSC that runs on the SFP only walks its HBM tensors
   // in the primary order (primary_walk()).
-  bool primary_order = m_card.sfp_primary_order;
+  bool primary_order = m_card.sfp_operand_order != CardParams::OperandOrder::layout;
   for (const auto& op : s.compute_ops)
     if (op.ex_unit != bundle::ExUnit::sfp || op.op_func_name == "ReStickifyOpHBM") primary_order = false;
   for (const LabeledDs& ds : s.labeled_ds) {
@@ -223,7 +225,13 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
                               : max_ext_of(s, d));
       stride *= full;
     }
-    if (primary_order && t.hbm && li) t.move = primary_walk(t, *li);
+    if (primary_order && t.hbm && li) {
+      t.move = primary_walk(t, *li);
+      if (m_card.sfp_operand_order == CardParams::OperandOrder::layout_sticks && !t.move.empty()) {
+        t.move.clear();
+        t.stick_runs = true;
+      }
+    }
     if (const bundle::IndirectAccess* ia = s.indirect_of(ds.idx)) {
       const auto pos = std::find(t.dims.begin(), t.dims.end(), ia->dims.front()) - t.dims.begin();
       if (static_cast<size_t>(pos) < t.dims.size()) t.gather_row = t.stride[static_cast<size_t>(pos)];
@@ -306,12 +314,14 @@ inline size_t walk_dim(const Tensor& t, size_t j) { return t.move.empty() ? j : 
 // The contiguous run of a block of tensor t: the stick, times every inner dim (in the order the
 // block is walked, walk_dim()) the block holds whole, times the first one it cuts, as long as
 // they lie one after another in memory. `cnt(i)`: the block's units along layout dim i. `next`:
-// set to the first walk position past the run.
+// set to the first walk position past the run. `span`: for a tensor moved a stick at a time in
+// its own layout (Tensor::stick_runs), the stretch of device memory it walks in address order
+// instead (what the tiling keeps long, so that the sticks fill DRAM rows one after another).
 template <typename Cnt>
-uint64_t leading_run(const Tensor& t, uint64_t stick_bytes, Cnt&& cnt, size_t* next = nullptr) {
+uint64_t leading_run(const Tensor& t, uint64_t stick_bytes, Cnt&& cnt, size_t* next = nullptr, bool span = false) {
   uint64_t run = stick_bytes;
   size_t i = 0;
-  if (t.pt_row >= 0) {  // moved stick by stick: every stick is a run
+  if (t.pt_row >= 0 || (t.stick_runs && !span)) {  // moved stick by stick: every stick is a run
     if (next) *next = 0;
     return run;
   }
@@ -357,8 +367,8 @@ void make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off
   if (row < t.dims.size()) level(row);
   for (; i < t.dims.size(); ++i)
     if (walk_dim(t, i) != row) level(walk_dim(t, i));
-  // A single run covering everything: no levels needed.
-  if (b.levels.size() == 1 && b.levels[0].second == run) {
+  // A single run covering everything: no levels needed (unless the sticks move one by one).
+  if (b.levels.size() == 1 && b.levels[0].second == run && !t.stick_runs) {
     b.run = b.bytes;
     b.levels.clear();
   }
@@ -713,7 +723,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     for (size_t k = 0; k < ts.size(); ++k) {
       const auto& t = ts[k];
       if (t.alloc < 0 || !streamed(t) || short_share[k]) continue;
-      best = std::min(best, leading_run(t, SB, [&](size_t i) { return block_units(t, i, false); }));
+      best = std::min(best, leading_run(t, SB, [&](size_t i) { return block_units(t, i, false); }, nullptr, true));
     }
     return best;
   };

@@ -48,9 +48,11 @@ struct CardParams {
   // A contiguous run this long gives every memory channel whole rows (channels x row size): the
   // tiling prefers runs at least this long (up to the tile target) when another tiling fits.
   uint64_t dma_run_bytes = 4096;
-  // An SFP operand laid out in device memory unlike the op's primary layout is moved in the
-  // primary order (the SFP's streaming order), else in its own layout's (card.plan.sfp_operand_order).
-  bool sfp_primary_order = false;
+  // How an SFP operand laid out in device memory unlike the op's primary layout is moved
+  // (card.plan.sfp_operand_order): in the primary order (the SFP's streaming order), in its own
+  // layout's in whole runs, or in its own layout's a stick at a time.
+  enum class OperandOrder { layout, primary, layout_sticks };
+  OperandOrder sfp_operand_order = OperandOrder::layout;
   SfpCosts sfp;
 };
 

@@ -413,8 +413,9 @@ TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike
   // The real compiler's torch.cat([x, x], dim=0) of 2048x2048 on 32 cores: primary layout
   // [x, out, mb] (rows innermost), output [mb, out, x] (the copy index innermost). Walked in its
   // own layout a core's store is one 512 KiB run; walked in the primary order it is a stick at a
-  // time, rows innermost (stride: a row of the output, 32 stick columns x 2 copies). The input,
-  // laid out as the primary, moves the same either way.
+  // time, rows innermost (stride: a row of the output, 32 stick columns x 2 copies); walked in
+  // its own layout a stick at a time (layout_sticks), the same 512 KiB in address order, each
+  // stick its own run. The input, laid out as the primary, moves the same every way.
   const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "cat0_2048x2048_c32";
   RUN_REQUIRE_DIR(dir);
   auto sim = make_card();
@@ -423,24 +424,31 @@ TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike
   const uint64_t SB = cp.stick_bytes;
   const auto lb = bundle::load_bundle(dir);
   const auto res = bundle::resolve(lb, plan::default_bindings(lb));
-  auto core0 = [&](bool primary) {
-    cp.sfp_primary_order = primary;
+  using O = plan::CardParams::OperandOrder;
+  auto core0 = [&](O order) {
+    cp.sfp_operand_order = order;
     const plan::Plan p = plan::lower(lb, res, cp);
     REQUIRE(p.stages_size() == 2);
     return p.stages(1).cores(0);
   };
-  const plan::CoreProgram layout = core0(false), primary = core0(true);
+  const plan::CoreProgram layout = core0(O::layout), primary = core0(O::primary), sticks = core0(O::layout_sticks);
   REQUIRE(layout.ops_size() == primary.ops_size());
+  REQUIRE(layout.ops_size() == sticks.ops_size());
   uint64_t stored = 0;
   for (int i = 0; i < layout.ops_size(); ++i) {
     const plan::Op& a = layout.ops(i);
     const plan::Op& b = primary.ops(i);
+    const plan::Op& c = sticks.ops(i);
     INFO(a.name());
     CHECK(a.bytes() == b.bytes());
     CHECK(a.addr() == b.addr());
+    CHECK(a.bytes() == c.bytes());
+    CHECK(a.addr() == c.addr());
     if (a.kind() == plan::Op::DMA_IN) {
       CHECK(a.run_bytes() == b.run_bytes());
       CHECK(a.levels_size() == b.levels_size());
+      CHECK(a.run_bytes() == c.run_bytes());
+      CHECK(a.levels_size() == c.levels_size());
     }
     if (a.kind() != plan::Op::DMA_OUT) continue;
     stored += a.bytes();
@@ -454,6 +462,10 @@ TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike
     CHECK(b.levels(1).stride() == 2 * SB);
     CHECK(b.levels(2).count() == 2);                    // the two copies
     CHECK(b.levels(2).stride() == SB);
+    CHECK(c.run_bytes() == SB);
+    REQUIRE(c.levels_size() == 1);
+    CHECK(c.levels(0).count() == c.bytes() / SB);
+    CHECK(c.levels(0).stride() == SB);
   }
   CHECK(stored == 2 * 2048 / 32 * 2048 * 2);
 }
