@@ -46,13 +46,13 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
                                  Provenance::Estimate});
   {
     const std::string order = plan.get_choice(
-        "sfp_operand_order", "layout", {"primary", "layout", "layout_sticks"},
+        "sfp_operand_order", "layout_sticks", {"primary", "layout", "layout_sticks"},
         {"the order a DMA walks an SFP operand whose device-memory layout orders its dims unlike the op's "
          "primaryDsInfo_ layout: primary (the SFP's streaming order, which its LX image follows; runs only as long "
          "as both orders keep contiguous), layout (its own layout, whole runs) or layout_sticks (its own layout, a "
          "stick at a time: no two sticks in a row are neighbours in LX too)",
          Provenance::Estimate});
-    using O = OperandOrder;
+    using O = plan::OperandOrder;
     m_sfp_operand_order = order == "primary" ? O::primary : order == "layout_sticks" ? O::layout_sticks : O::layout;
   }
   ParamReader& sfp = plan.group("sfp_cycles", "SFP cycles per element per lane, by op class (lower.cpp sfp_cost_class)");

@@ -10,6 +10,7 @@
 #include "models/pcie.h"
 #include "models/ring.h"
 #include "sim/engine/component.h"
+#include "sim/plan/operand_order.h"
 
 namespace vspyre {
 
@@ -53,9 +54,7 @@ class Card : public Component {
   double sfp_cycles_transcendental() const { return m_sfp_transcendental; }
   double sfp_cycles_reduce_across_stick() const { return m_sfp_reduce_across_stick; }
   uint64_t tile_target_bytes() const { return m_tile_target; }
-  // card.plan.sfp_operand_order (plan::CardParams::OperandOrder has the same values).
-  enum class OperandOrder { layout, primary, layout_sticks };
-  OperandOrder sfp_operand_order() const { return m_sfp_operand_order; }
+  plan::OperandOrder sfp_operand_order() const { return m_sfp_operand_order; }
   const SampleParams& sample() const { return m_sample; }
 
   tlm_utils::simple_initiator_socket<Card> host_port;
@@ -81,7 +80,7 @@ class Card : public Component {
   uint64_t m_launches = 0;          // run() calls so far: each launch draws its own start times
   double m_sfp_simple = 1, m_sfp_divide = 1, m_sfp_transcendental = 1, m_sfp_reduce_across_stick = 0;
   uint64_t m_tile_target = 0;
-  OperandOrder m_sfp_operand_order = OperandOrder::layout;
+  plan::OperandOrder m_sfp_operand_order = plan::OperandOrder::layout_sticks;
   SampleParams m_sample;
   bool m_events = false;
   bool m_ties_high = false;  // card.tie_order: higher_core

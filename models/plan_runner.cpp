@@ -22,11 +22,7 @@ plan::CardParams plan_card_params(Card& card) {
   p.stick_bytes = static_cast<uint32_t>(kStickBytes);
   p.launch_overhead_ps = card.launch_overhead_ps();
   p.tile_target_bytes = card.tile_target_bytes();
-  switch (card.sfp_operand_order()) {
-    case Card::OperandOrder::layout: p.sfp_operand_order = plan::CardParams::OperandOrder::layout; break;
-    case Card::OperandOrder::primary: p.sfp_operand_order = plan::CardParams::OperandOrder::primary; break;
-    case Card::OperandOrder::layout_sticks: p.sfp_operand_order = plan::CardParams::OperandOrder::layout_sticks; break;
-  }
+  p.sfp_operand_order = card.sfp_operand_order();
   {
     const Lpddr5Timing& t = card.memory().timing();
     p.dma_run_bytes = std::max<uint64_t>(p.dma_request_bytes, std::min<uint64_t>(t.channels * t.row_bytes, p.tile_target_bytes));

@@ -162,9 +162,10 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
     ins.insert(op.index_inputs.begin(), op.index_inputs.end());  // a gather's index: loaded like an input
     outs.insert(op.outputs.begin(), op.outputs.end());
   }
-  // card.plan.sfp_operand_order primary: an SDSC that runs on the SFP only walks its HBM tensors
-  // in the primary order (primary_walk()).
-  bool primary_order = m_card.sfp_operand_order != CardParams::OperandOrder::layout;
+  // card.plan.sfp_operand_order primary or layout_sticks: in an SDSC that runs on the SFP only,
+  // an HBM tensor laid out unlike its primary layout (primary_walk() not empty) is walked in the
+  // primary order, or in its own a stick at a time (Tensor::stick_runs).
+  bool primary_order = m_card.sfp_operand_order != OperandOrder::layout;
   for (const auto& op : s.compute_ops)
     if (op.ex_unit != bundle::ExUnit::sfp || op.op_func_name == "ReStickifyOpHBM") primary_order = false;
   for (const LabeledDs& ds : s.labeled_ds) {
@@ -227,7 +228,7 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
     }
     if (primary_order && t.hbm && li) {
       t.move = primary_walk(t, *li);
-      if (m_card.sfp_operand_order == CardParams::OperandOrder::layout_sticks && !t.move.empty()) {
+      if (m_card.sfp_operand_order == OperandOrder::layout_sticks && !t.move.empty()) {
         t.move.clear();
         t.stick_runs = true;
       }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sim/bundle/bundle.h"
+#include "sim/plan/operand_order.h"
 #include "sim/plan/plan.pb.h"
 
 namespace vspyre::plan {
@@ -49,10 +50,8 @@ struct CardParams {
   // tiling prefers runs at least this long (up to the tile target) when another tiling fits.
   uint64_t dma_run_bytes = 4096;
   // How an SFP operand laid out in device memory unlike the op's primary layout is moved
-  // (card.plan.sfp_operand_order): in the primary order (the SFP's streaming order), in its own
-  // layout's in whole runs, or in its own layout's a stick at a time.
-  enum class OperandOrder { layout, primary, layout_sticks };
-  OperandOrder sfp_operand_order = OperandOrder::layout;
+  // (card.plan.sfp_operand_order).
+  OperandOrder sfp_operand_order = OperandOrder::layout_sticks;
   SfpCosts sfp;
 };
 

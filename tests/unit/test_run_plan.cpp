@@ -424,7 +424,7 @@ TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike
   const uint64_t SB = cp.stick_bytes;
   const auto lb = bundle::load_bundle(dir);
   const auto res = bundle::resolve(lb, plan::default_bindings(lb));
-  using O = plan::CardParams::OperandOrder;
+  using O = plan::OperandOrder;
   auto core0 = [&](O order) {
     cp.sfp_operand_order = order;
     const plan::Plan p = plan::lower(lb, res, cp);
