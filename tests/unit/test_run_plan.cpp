@@ -470,6 +470,53 @@ TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike
   CHECK(stored == 2 * 2048 / 32 * 2048 * 2);
 }
 
+TEST_CASE("run: a tensor stored a stick at a time is tiled as if it went in whole runs", "[run]") {
+  // torch.cat([x, x], dim=0) of 4096x4096 on 32 cores: a core's 2 MiB of output takes several
+  // tiles. Stored a stick at a time (card.plan.sfp_operand_order layout_sticks), each tile's
+  // store is one stick per run, in address order (the innermost level steps one stick); the
+  // tiling is the one whole runs get (leading_run's `span`), so that the sticks of a run still
+  // go one after another: cut for one-stick runs, each stick could fall in a DRAM row of its own.
+  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "cat0_4096x4096_c32";
+  RUN_REQUIRE_DIR(dir);
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  plan::CardParams cp = plan_card_params(card);
+  const uint64_t SB = cp.stick_bytes;
+  const auto lb = bundle::load_bundle(dir);
+  const auto res = bundle::resolve(lb, plan::default_bindings(lb));
+  auto lowered = [&](plan::OperandOrder order) {
+    cp.sfp_operand_order = order;
+    plan::Plan p = plan::lower(lb, res, cp);
+    REQUIRE(p.stages_size() == 2);
+    return p;
+  };
+  const plan::Plan whole = lowered(plan::OperandOrder::layout), sticks = lowered(plan::OperandOrder::layout_sticks);
+  CHECK(sticks.stages(1).tiles() > 1);
+  CHECK(sticks.stages(1).tiles() == whole.stages(1).tiles());
+  REQUIRE(sticks.stages(1).cores_size() == whole.stages(1).cores_size());
+  for (int c = 0; c < sticks.stages(1).cores_size(); ++c) {
+    const auto& a = whole.stages(1).cores(c);
+    const auto& b = sticks.stages(1).cores(c);
+    REQUIRE(a.ops_size() == b.ops_size());
+    uint64_t stored = 0;
+    for (int i = 0; i < b.ops_size(); ++i) {
+      const plan::Op& w = a.ops(i);
+      const plan::Op& o = b.ops(i);
+      if (o.kind() != plan::Op::DMA_OUT) continue;
+      INFO("core " << c << " tile " << o.tile());
+      stored += o.bytes();
+      CHECK(o.addr() == w.addr());
+      CHECK(o.bytes() == w.bytes());
+      CHECK(o.run_bytes() == SB);
+      REQUIRE(o.levels_size() >= 1);
+      CHECK(o.levels(0).stride() == SB);
+      CHECK(o.levels(0).count() * SB == w.run_bytes());
+      CHECK(w.run_bytes() > SB);
+    }
+    CHECK(stored == 2 * 4096 / 32 * 4096 * 2);
+  }
+}
+
 TEST_CASE("run: DMA runs shorter than a request keep the engine's bytes in flight, not its request count", "[run]") {
   auto sim = make_card();
   const Core& core = sim->top_as<Card>().core(0);
