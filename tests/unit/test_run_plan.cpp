@@ -65,6 +65,23 @@ plan::Plan lower_dir(Card& card, const fs::path& dir) {
   return plan::lower(lb, res, plan_card_params(card));
 }
 
+// A captured bundle lowered on the default card in each card.plan.sfp_operand_order: `cp` the
+// card's parameters, plan(order) the lowered plan (two stages: the launch and the SDSC).
+struct OperandOrderPlans {
+  std::unique_ptr<Simulation> sim = make_card();
+  plan::CardParams cp = plan_card_params(sim->top_as<Card>());
+  bundle::LoadedBundle lb;
+  std::vector<bundle::ResolvedExecution> res;
+  explicit OperandOrderPlans(const fs::path& dir)
+      : lb(bundle::load_bundle(dir)), res(bundle::resolve(lb, plan::default_bindings(lb))) {}
+  plan::Plan plan(plan::OperandOrder order) {
+    cp.sfp_operand_order = order;
+    plan::Plan p = plan::lower(lb, res, cp);
+    REQUIRE(p.stages_size() == 2);
+    return p;
+  }
+};
+
 PlanResult run_dir(const fs::path& dir, std::vector<std::string> overrides = {}) {
   auto sim = make_card(std::move(overrides));
   Card& card = sim->top_as<Card>();
@@ -418,19 +435,10 @@ TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike
   // stick its own run. The input, laid out as the primary, moves the same every way.
   const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "cat0_2048x2048_c32";
   RUN_REQUIRE_DIR(dir);
-  auto sim = make_card();
-  Card& card = sim->top_as<Card>();
-  plan::CardParams cp = plan_card_params(card);
-  const uint64_t SB = cp.stick_bytes;
-  const auto lb = bundle::load_bundle(dir);
-  const auto res = bundle::resolve(lb, plan::default_bindings(lb));
+  OperandOrderPlans plans(dir);
+  const uint64_t SB = plans.cp.stick_bytes;
   using O = plan::OperandOrder;
-  auto core0 = [&](O order) {
-    cp.sfp_operand_order = order;
-    const plan::Plan p = plan::lower(lb, res, cp);
-    REQUIRE(p.stages_size() == 2);
-    return p.stages(1).cores(0);
-  };
+  auto core0 = [&](O order) { return plans.plan(order).stages(1).cores(0); };
   const plan::CoreProgram layout = core0(O::layout), primary = core0(O::primary), sticks = core0(O::layout_sticks);
   REQUIRE(layout.ops_size() == primary.ops_size());
   REQUIRE(layout.ops_size() == sticks.ops_size());
@@ -478,19 +486,9 @@ TEST_CASE("run: a tensor stored a stick at a time is tiled as if it went in whol
   // go one after another: cut for one-stick runs, each stick could fall in a DRAM row of its own.
   const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "cat0_4096x4096_c32";
   RUN_REQUIRE_DIR(dir);
-  auto sim = make_card();
-  Card& card = sim->top_as<Card>();
-  plan::CardParams cp = plan_card_params(card);
-  const uint64_t SB = cp.stick_bytes;
-  const auto lb = bundle::load_bundle(dir);
-  const auto res = bundle::resolve(lb, plan::default_bindings(lb));
-  auto lowered = [&](plan::OperandOrder order) {
-    cp.sfp_operand_order = order;
-    plan::Plan p = plan::lower(lb, res, cp);
-    REQUIRE(p.stages_size() == 2);
-    return p;
-  };
-  const plan::Plan whole = lowered(plan::OperandOrder::layout), sticks = lowered(plan::OperandOrder::layout_sticks);
+  OperandOrderPlans plans(dir);
+  const uint64_t SB = plans.cp.stick_bytes;
+  const plan::Plan whole = plans.plan(plan::OperandOrder::layout), sticks = plans.plan(plan::OperandOrder::layout_sticks);
   CHECK(sticks.stages(1).tiles() > 1);
   CHECK(sticks.stages(1).tiles() == whole.stages(1).tiles());
   REQUIRE(sticks.stages(1).cores_size() == whole.stages(1).cores_size());
