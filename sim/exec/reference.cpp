@@ -366,13 +366,20 @@ std::optional<RefTensor> layernorm_op(const bundle::Sdsc& s, const bundle::Compu
     return out;
   }
   const int si = detail::exx2_stats_input(name);  // the input holding the statistics
+  // The output axis that the statistics' two lanes fall on; -1 when they hold one value per row.
+  auto stats_axis = [&]() {
+    const RefTensor& st = *in[size_t(si)];
+    const int ax = lanes_axis(s, op.inputs[size_t(si)], st.dims);
+    if (ax < 0) return -1;
+    const int oax = int(std::find(out.dims.begin(), out.dims.end(), st.dims[size_t(ax)]) - out.dims.begin());
+    if (oax == int(out.dims.size())) throw Unavailable{name + ": the statistics' lanes dim is not in the output"};
+    return oax;
+  };
   if (name == "layernormscale" && in.size() == 1) {
-    const int ax = lanes_axis(s, op.inputs[size_t(si)], in[size_t(si)]->dims);
-    if (ax < 0) return std::nullopt;  // one value per row: the unary form
-    const int oax = int(std::find(out.dims.begin(), out.dims.end(), in[0]->dims[size_t(ax)]) - out.dims.begin());
-    if (oax == int(out.dims.size())) throw Unavailable{"layernormscale: the statistics' lanes dim is not in the output"};
+    const int oax = stats_axis();
+    if (oax < 0) return std::nullopt;  // one value per row: the unary form
     RefTensor tmp;
-    const RefTensor& st = in_out_dims(*in[0], oax, 2, tmp);
+    const RefTensor& st = in_out_dims(*in[size_t(si)], oax, 2, tmp);
     const double eps = constant_value(s, "eps", 1e-5);
     const bool exact = st.depth == 0;
     if (!exact) out.m.resize(size_t(n));
@@ -395,12 +402,7 @@ std::optional<RefTensor> layernorm_op(const bundle::Sdsc& s, const bundle::Compu
     return out;
   }
   if (name == "layernormnorm" && in.size() >= 3 && in.size() <= 5) {
-    const int sax = lanes_axis(s, op.inputs[size_t(si)], in[size_t(si)]->dims);
-    int oax = -1;
-    if (sax >= 0) {
-      oax = int(std::find(out.dims.begin(), out.dims.end(), in[size_t(si)]->dims[size_t(sax)]) - out.dims.begin());
-      if (oax == int(out.dims.size())) throw Unavailable{"layernormnorm: the statistics' lanes dim is not in the output"};
-    }
+    const int oax = stats_axis();
     RefTensor tmp[5];
     std::vector<const RefTensor*> c;
     for (size_t i = 0; i < in.size(); ++i) c.push_back(&in_out_dims(*in[i], int(i) == si ? oax : -1, 2, tmp[i]));

@@ -165,9 +165,9 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
   // card.plan.sfp_operand_order primary or layout_sticks: in an SDSC that runs on the SFP only,
   // an HBM tensor laid out unlike its primary layout (primary_walk() not empty) is walked in the
   // primary order, or in its own a stick at a time (Tensor::stick_runs).
-  bool primary_order = m_card.sfp_operand_order != OperandOrder::layout;
+  bool unlike_primary = m_card.sfp_operand_order != OperandOrder::layout;  // look for such tensors
   for (const auto& op : s.compute_ops)
-    if (op.ex_unit != bundle::ExUnit::sfp || op.op_func_name == "ReStickifyOpHBM") primary_order = false;
+    if (op.ex_unit != bundle::ExUnit::sfp || op.op_func_name == "ReStickifyOpHBM") unlike_primary = false;
   for (const LabeledDs& ds : s.labeled_ds) {
     Tensor t;
     t.idx = ds.idx;
@@ -226,7 +226,7 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
                               : max_ext_of(s, d));
       stride *= full;
     }
-    if (primary_order && t.hbm && li) {
+    if (unlike_primary && t.hbm && li) {
       t.move = primary_walk(t, *li);
       if (m_card.sfp_operand_order == OperandOrder::layout_sticks && !t.move.empty()) {
         t.move.clear();
