@@ -25,7 +25,9 @@ Simulation::Simulation(ConfigNode config, bool trace_all)
   ParamReader& simp = top.group("sim", "simulation-wide settings");
   const TimeValue quantum = simp.get_time(
       "quantum", "50ns",
-      {"temporal-decoupling quantum: how far a model may run ahead of the others", Provenance::Override});
+      {"temporal-decoupling quantum: how far a model may run ahead of the others (with the request DMA "
+       "model on threads it changes results: the validation table is fitted at 50 ns)",
+       Provenance::Override});
   if (quantum.in_cycles) {
     // There is no simulation-wide clock to count cycles of.
     const ConfigNode* q = simp.node() ? simp.node()->find("quantum") : nullptr;
