@@ -26,7 +26,9 @@ Writes OUT/validation.csv (one line per row) and OUT/validation.png (predicted v
 log-log, identity line) and OUT/validation.json. --json prints that JSON object instead of the
 text report. --write-baseline records the summary in bench/validation/baseline.json;
 --check-baseline FILE exits 1 when MAPE rises more than --tolerance points (default 1) above it
-or a fixture fails to run.
+or a fixture fails to run, and notes how many rows' predictions moved by more than 5 % since the
+baseline (naming the five that moved most), so that a change which reshuffles rows while MAPE
+holds still is seen.
 
 The simulation stays in C++; this script only orchestrates. Standard library + PyYAML;
 matplotlib for the plot (skipped with a note when it is missing or with --no-plot).
@@ -938,8 +940,33 @@ def check_baseline(res, baseline_path, tolerance=1.0):
         else:
             msgs.append(f"MAPE {cur:.2f} % against the baseline {ref:.2f} %{scope} "
                         f"({d:+.2f} points, tolerance {tolerance:g})")
+    moved = rows_moved(counted, base.get("rows") or {})
+    if moved:
+        big = [m for m in moved if abs(m[0]) > MOVED_PERCENT]
+        notes.append(f"note: {len(big)} of the {len(moved)} rows both have moved by more than "
+                     f"{MOVED_PERCENT:g} % since the baseline" + (", most:" if big else ""))
+        for dp, rid, was, now in big[:5]:
+            notes.append(f"  {rid}: {was:.4g} -> {now:.4g} us ({dp:+.1f} %)")
     msgs += notes
     return ok, "\n".join(msgs)
+
+
+# A row whose prediction moved by more than this since the baseline is named in the check's notes,
+# so that a change which moves many rows without moving MAPE is seen.
+MOVED_PERCENT = 5.0
+
+
+def rows_moved(counted, base_rows):
+    """[(percent change, id, baseline us, current us)] for the counted rows the baseline also
+    predicted, the largest change first."""
+    out = []
+    for rid, o in counted.items():
+        b = base_rows.get(rid)
+        was, now = (b or {}).get("predicted_us") if isinstance(b, dict) else None, o.get("predicted")
+        if _num(was) and _num(now) and was > 0 and o.get("unit", "us") == "us":
+            out.append(((now / was - 1.0) * 100.0, rid, was, now))
+    out.sort(key=lambda m: (-abs(m[0]), m[1]))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------

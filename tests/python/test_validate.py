@@ -339,6 +339,30 @@ def test_baseline_check_fails_when_mape_rises_more_than_a_point(fake, tmp_path, 
     assert "over the 2 rows both have" in err and "not in the baseline: rc" in err
 
 
+def test_baseline_check_names_rows_that_moved_even_when_mape_did_not(fake, tmp_path, capsys):
+    make_table, set_times, exe = fake
+    t = make_table([m_row("ra", "a", 100.0), m_row("rb", "b", 100.0)])
+    base = tmp_path / "baseline.json"
+    set_times(a=110.0, b=90.0)                                   # MAPE 10
+    assert vv.main(["--table", str(t), "--vspyre", exe, "--out", str(tmp_path / "o"), "-q",
+                    "--write-baseline", str(base)]) == 0
+    args = ["--table", str(t), "--vspyre", exe, "--out", str(tmp_path / "o"), "-q",
+            "--check-baseline", str(base)]
+    capsys.readouterr()
+    set_times(a=110.0, b=90.0)                                   # nothing moved
+    assert vv.main(args) == 0
+    assert "0 of the 2 rows both have moved by more than 5 %" in capsys.readouterr().err
+    set_times(a=90.0, b=110.0)                                   # MAPE still 10, both moved
+    assert vv.main(args) == 0
+    err = capsys.readouterr().err
+    assert "passed" in err and "2 of the 2 rows both have moved by more than 5 %" in err
+    assert "ra: 110 -> 90 us (-18.2 %)" in err and "rb: 90 -> 110 us (+22.2 %)" in err
+    assert err.index("rb: 90") < err.index("ra: 110")              # the largest change first
+    set_times(a=112.0, b=90.0)                                   # 1.8 %: below the mark
+    assert vv.main(args) == 0
+    assert "0 of the 2 rows" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("row, words", [
     ({"id": "bad", "section": "x", "measured_us": 1.0}, ["`type`", "'bad'"]),
     ({"id": "bad", "section": "x", "type": "M", "measured_us": -3}, ["measured_us", "positive"]),
