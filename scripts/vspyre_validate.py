@@ -943,8 +943,8 @@ def check_baseline(res, baseline_path, tolerance=1.0):
     moved = rows_moved(counted, base.get("rows") or {})
     if moved:
         big = [m for m in moved if abs(m[0]) > MOVED_PERCENT]
-        notes.append(f"note: {len(big)} of the {len(moved)} rows both have moved by more than "
-                     f"{MOVED_PERCENT:g} % since the baseline" + (", most:" if big else ""))
+        notes.append(f"note: {len(big)} of the {len(moved)} rows the baseline also predicted moved by "
+                     f"more than {MOVED_PERCENT:g} % since it" + (", most:" if big else ""))
         for dp, rid, was, now in big[:5]:
             notes.append(f"  {rid}: {was:.4g} -> {now:.4g} us ({dp:+.1f} %)")
     msgs += notes
@@ -962,7 +962,8 @@ def rows_moved(counted, base_rows):
     out = []
     for rid, o in counted.items():
         b = base_rows.get(rid)
-        was, now = (b or {}).get("predicted_us") if isinstance(b, dict) else None, o.get("predicted")
+        was = b.get("predicted_us") if isinstance(b, dict) else None
+        now = o.get("predicted")
         if _num(was) and _num(now) and was > 0 and o.get("unit", "us") == "us":
             out.append(((now / was - 1.0) * 100.0, rid, was, now))
     out.sort(key=lambda m: (-abs(m[0]), m[1]))
