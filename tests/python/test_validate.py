@@ -305,16 +305,23 @@ def test_range_rows_need_every_fixture_inside_and_are_not_counted(fake, tmp_path
     assert res["failed"] and res["failed"][0]["id"] == "inside"
 
 
-def test_baseline_check_fails_when_mape_rises_more_than_a_point(fake, tmp_path, capsys):
+def two_row_baseline(fake, tmp_path):
+    """Rows ra and rb (measured 100 us each) predicted 110 and 90 us (MAPE 10), written as the
+    baseline; returns (baseline path, the arguments that check against it)."""
     make_table, set_times, exe = fake
     t = make_table([m_row("ra", "a", 100.0), m_row("rb", "b", 100.0)])
     base = tmp_path / "baseline.json"
-    set_times(a=110.0, b=90.0)                                   # MAPE 10
+    set_times(a=110.0, b=90.0)
     assert vv.main(["--table", str(t), "--vspyre", exe, "--out", str(tmp_path / "o"), "-q",
                     "--write-baseline", str(base)]) == 0
+    return base, ["--table", str(t), "--vspyre", exe, "--out", str(tmp_path / "o"), "-q",
+                  "--check-baseline", str(base)]
+
+
+def test_baseline_check_fails_when_mape_rises_more_than_a_point(fake, tmp_path, capsys):
+    make_table, set_times, exe = fake
+    base, args = two_row_baseline(fake, tmp_path)
     assert json.loads(base.read_text())["mape_percent"] == pytest.approx(10.0)
-    args = ["--table", str(t), "--vspyre", exe, "--out", str(tmp_path / "o"), "-q",
-            "--check-baseline", str(base)]
     set_times(a=110.0, b=89.2)                                   # MAPE 10.4: within a point
     assert vv.main(args) == 0
     set_times(a=110.0, b=88.0)                                   # MAPE 11.0: exactly a point
@@ -340,14 +347,8 @@ def test_baseline_check_fails_when_mape_rises_more_than_a_point(fake, tmp_path, 
 
 
 def test_baseline_check_names_rows_that_moved_even_when_mape_did_not(fake, tmp_path, capsys):
-    make_table, set_times, exe = fake
-    t = make_table([m_row("ra", "a", 100.0), m_row("rb", "b", 100.0)])
-    base = tmp_path / "baseline.json"
-    set_times(a=110.0, b=90.0)                                   # MAPE 10
-    assert vv.main(["--table", str(t), "--vspyre", exe, "--out", str(tmp_path / "o"), "-q",
-                    "--write-baseline", str(base)]) == 0
-    args = ["--table", str(t), "--vspyre", exe, "--out", str(tmp_path / "o"), "-q",
-            "--check-baseline", str(base)]
+    _, set_times, _ = fake
+    _, args = two_row_baseline(fake, tmp_path)                   # ra 110, rb 90: MAPE 10
     capsys.readouterr()
     set_times(a=110.0, b=90.0)                                   # nothing moved
     assert vv.main(args) == 0
