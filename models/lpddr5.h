@@ -242,6 +242,10 @@ class Lpddr5 : public Component {
   // Kept for history + coalesce_window of issue times (RecentTable): older reads cannot coalesce
   // with any read the calendars (which forget bins older than history) still place.
   RecentTable<FlowRecent> m_flow_recent;
+  // stream(): how many of its requests a follower arriving `gap` after an identical stream's
+  // issue reads itself before it catches up with it (requests: never).
+  uint64_t catch_up_requests(const TransferExt& x, const FlowRecent& leader, uint64_t req, uint64_t run,
+                             uint64_t requests, double gap) const;
   // A requester's pace over a round trip `lat`: `outstanding` requests of `req` bytes per round
   // trip (with dma.run_order serial and several runs, one run per round trip per window), and no
   // faster than one request per issue interval (stream() and coalesced_stream()).
