@@ -412,13 +412,15 @@ TEST_CASE("models: a bank's least recently used row does not depend on which slo
   // Rows used at the same time (a stream visits two rows of one bank at one time) tie for the
   // least recently used; the lower row goes first, whatever slot holds it, or channels whose
   // slots hold the same rows in another order would evict differently, and channel 0 could not
-  // stand for them once they merge. Bank index = block index mod banks (no XOR). A one-stick
-  // read puts row 0 of bank 0 in channel 1's slots only; s1 (rows 1, 2), s2 (3, 4) and s3 (5, 6)
-  // over whole stripes leave rows 3-6 in every channel, 3 and 4 tied, but in another slot order
-  // on channel 1 (row 0's slot was reused). Padding on bank 1 brings the 16th whole-stripe stream:
-  // the channels are compared and merge. Row 7 then evicts row 3 (the lower of the tie) on every
-  // channel, so reading row 3 again misses on every channel, as a card walking each finds.
-  const std::vector<std::string> p = {"card.memory.bank_xor=false", "card.memory.refresh=windows"};
+  // stand for them once they merge. Four rows in reach (within 1 us), bank index = block index
+  // mod banks (no XOR). A one-stick read puts row 0 of bank 0 in channel 1's slots only; s1
+  // (rows 1, 2), s2 (3, 4) and s3 (5, 6) over whole stripes leave rows 3-6 in every channel, 3
+  // and 4 tied, but in another slot order on channel 1 (row 0's slot was reused). Padding on
+  // bank 1 brings the 16th whole-stripe stream: the channels are compared and merge. Row 7 then
+  // evicts row 3 (the lower of the tie) on every channel, so reading row 3 again misses on every
+  // channel, as a card walking each finds.
+  const std::vector<std::string> p = {"card.memory.bank_xor=false", "card.memory.refresh=windows",
+                                     "card.memory.reorder_rows=4", "card.memory.reorder_window=1us"};
   auto fast = make_card("configs/spyre_flow.yaml", p);
   auto pp = p;
   pp.push_back("card.memory.flow_shortcut=false");
