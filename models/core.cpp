@@ -90,7 +90,8 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_dma_flow = dma.get_choice("model", "request", {"request", "flow"},
                              {"request: every request of request_size goes to device memory on its own "
                               "(the validated model); flow: a whole DMA operation goes as one stream at the rate "
-                              "its outstanding requests sustain (fast, approximate: for sweeps)",
+                              "its outstanding requests sustain (fast, approximate: for sweeps; configs/spyre_flow.yaml "
+                              "also sets the memory parameters fitted for it)",
                               Provenance::Estimate}) == "flow";
   if (m_dma_request == 0 || m_dma_request % kStickBytes)
     throw ConfigError(SourceLoc{path()}, path() + ".dma.request_size: must be a positive multiple of 128B");
