@@ -720,7 +720,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       const double gap = t_arrive - it->issued;
       if (std::abs(gap) <= m_t.coalesce_window) return coalesced_stream(x, *it, bytes, req, requests, t_arrive);
       if (gap > 0 && t_arrive < it->done && requests > 1) {
-        const uint64_t k = catch_up_requests(x, *it, req, run, requests, gap);
+        const uint64_t k = catch_up_requests(x, *it, req, run, runs > 1, requests, gap);
         if (k < requests) {
           own_requests = k;
           own_bytes = static_cast<uint64_t>(static_cast<double>(bytes) * static_cast<double>(k) / static_cast<double>(requests));
@@ -911,10 +911,11 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   for (Channel& ch : m_channels) *(is_write ? ch.bytes_written : ch.bytes_read) += static_cast<double>(own_bytes) / static_cast<double>(nch);
   (is_write ? m_bytes_written : m_bytes_read) += static_cast<double>(own_bytes);
   if (tracing()) trace()->complete(m_flow_track, is_write ? "wr" : "rd", ready, end - ready);
+  (is_write ? m_writes : m_reads) += static_cast<double>(own_requests);
+  m_last_done.max_with(finish);
   if (joins) {
     // The rest rides with the stream it caught up with (still in the table: nothing was inserted
     // since it was found), which stays the one later readers meet.
-    m_reads += static_cast<double>(own_requests);
     if (FlowRecent* it = m_flow_recent.find(key))
       return std::max(finish, coalesced_stream(x, *it, bytes - own_bytes, req, requests - own_requests, t_arrive));
   }
@@ -922,8 +923,6 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x), port_bit(port)}, t,
                                    m_t.history + m_t.coalesce_window, 65536);
   }
-  (is_write ? m_writes : m_reads) += static_cast<double>(requests);
-  m_last_done.max_with(finish);
   VSPYRE_DEBUG(g_dbg, t_ps, "stream %s 0x%llx %llu B (run %llu) -> done %.1f ns", is_write ? "wr" : "rd",
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes),
                static_cast<unsigned long long>(run), finish / 1e3);
@@ -931,7 +930,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
 }
 
 uint64_t Lpddr5::catch_up_requests(const TransferExt& x, const FlowRecent& leader, uint64_t req, uint64_t run,
-                                   uint64_t requests, double gap) const {
+                                   bool several_runs, uint64_t requests, double gap) const {
   // A follower that arrives after the coalescing window but while the identical stream it follows
   // is still being read: request by request (as access() serves it), its request k meets the
   // leader's request k when they are within the window. The leader's requests spread evenly over
@@ -940,8 +939,7 @@ uint64_t Lpddr5::catch_up_requests(const TransferExt& x, const FlowRecent& leade
   // that it reads them itself. Otherwise it never catches up (k = requests).
   const double K = static_cast<double>(requests);
   const double p_lead = (leader.done - leader.issued) / K;
-  const double rate = requester_rate(x, req, run, requests > 1, request_latency_ps(req, false, 0.0));
-  const double p_own = static_cast<double>(req) / rate;
+  const double p_own = static_cast<double>(req) / unloaded_rate(x, req, run, several_runs);
   if (!(p_lead > p_own)) return requests;
   const double k = std::ceil(std::max(0.0, gap - m_t.coalesce_window) / (p_lead - p_own));
   return k >= K ? requests : static_cast<uint64_t>(k);
@@ -958,6 +956,10 @@ double Lpddr5::requester_rate(const TransferExt& x, uint64_t req, uint64_t run, 
   return rate;
 }
 
+double Lpddr5::unloaded_rate(const TransferExt& x, uint64_t req, uint64_t run, bool several_runs) const {
+  return requester_rate(x, req, run, several_runs, request_latency_ps(req, false, 0.0));
+}
+
 double Lpddr5::coalesced_stream(const TransferExt& x, FlowRecent& leader, uint64_t bytes, uint64_t req, uint64_t requests,
                                  double t) {
   // The requester still takes its data at its own pace: `outstanding` requests per round trip,
@@ -966,7 +968,7 @@ double Lpddr5::coalesced_stream(const TransferExt& x, FlowRecent& leader, uint64
   // is done no earlier than the leader, and its copy crosses this requester's port unless the
   // data already crossed it (as access() does request by request).
   const uint64_t run = x.run_bytes ? x.run_bytes : x.stream_bytes;
-  const double rate_bytes = requester_rate(x, req, run, bytes > run, request_latency_ps(req, false, 0.0));
+  const double rate_bytes = unloaded_rate(x, req, run, bytes > run);
   const double ready = t + m_t.t_rl;
   double finish = std::max(leader.done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
   copy_across(port_of(&x), leader.ports, bytes, requests, t, port_pace(rate_bytes, bytes, requests), finish);
