@@ -352,13 +352,14 @@ TEST_CASE("exec: every fixture bundle computes outputs that match a double refer
     ++bundles;
   }
   CHECK(bundles >= 20);
-  CHECK(skipped <= 47);  // 35: the captured add3/add4 at 2048x16384 and matmul_b*_n25600_default joined (28),
+  CHECK(skipped <= 71);  // 35: the captured add3/add4 at 2048x16384 and matmul_b*_n25600_default joined (28),
                          // then section 7's captured sum_8192x4096, sum_16384x2048, mulbcast_16384x2048 and
                          // the four mm_*_c32 above 2^33 MACs (35), then section 8's four 26.8 GMAC
                          // projections proj_512x4096x12800_* (39), then the captured
                          // dwconv_8x64x128x128_k3_c32 (N_ 73M with its window dims) (41), then the
                          // four 17.2 GMAC B = 8 cells of the captured bmm cube bmm_b8_*_c32 (45), then
-                         // the captured bmm_b4_2048x2048x1024_c32 and bmm3d2d_b8_1024x2048x1024_c32: 47 now
+                         // the captured bmm_b4_2048x2048x1024_c32 and bmm3d2d_b8_1024x2048x1024_c32 (47),
+                         // then the 24 of the 68 captured forced-split bmm_*_wd4x8_c32 above 2^33: 71 now
   WARN(std::to_string(skipped) + " large fixtures are in the hidden test "
        "'exec: the large fixtures compute their outputs' (vspyre_tests \"[slow]\")");
 }
