@@ -256,11 +256,11 @@ TEST_CASE("engine: config configs/whatif/ring_256b.yaml gives a 256 B ring", "[e
   CHECK(parse_size(value_of(by_path(sim, "card.ring"), "width")).value() == 256u);
 }
 
-TEST_CASE("engine: config configs/whatif/channel_xor.yaml hashes the row bits into the channel", "[engine][configs]") {
-  Simulation sim(resolve(config_path("whatif/channel_xor.yaml")));
+TEST_CASE("engine: config configs/whatif/no_channel_xor.yaml maps the channels without the row hash", "[engine][configs]") {
+  Simulation sim(resolve(config_path("whatif/no_channel_xor.yaml")));
   CHECK(check_card(sim) == 32);
   const Component* mem = by_path(sim, "card.memory");
-  CHECK(value_of(mem, "channel_xor") == "true");
+  CHECK(value_of(mem, "channel_xor") == "false");
   CHECK(spec(mem, "channel_xor")->value_provenance == std::optional<Provenance>(Provenance::Override));
   CHECK(value_of(mem, "bank_xor") == "true");  // everything else is spyre.yaml's
   CHECK(value_of(mem, "interleave") == "256B");
