@@ -717,8 +717,19 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   // tiling that cuts its dims. (Independent of the tiling: decided once.)
   std::vector<char> short_share(ts.size());
   // So does a PT operand moved stick by stick (Tensor::pt_row).
+  // So does a broadcast operand (an input reduced along a dim the output has: a row added to every
+  // row) whose whole share is within the tile target: its bytes are a sliver of each tile's, so
+  // its runs must not shorten the others' (`bcast` 2048x16384: cut for its 8 KiB row runs, the
+  // 2 MiB operands moved in 4 KiB runs, not 8).
+  auto broadcast = [&](const Tensor& t) {
+    if (!t.is_input) return false;
+    for (size_t i = 0; i < t.dims.size(); ++i)
+      if (t.reduced[i] && out_dims.count(t.dims[i])) return true;
+    return false;
+  };
   for (size_t k = 0; k < ts.size(); ++k)
-    short_share[k] = ts[k].pt_row >= 0 || !ts[k].move.empty() || share_bytes(ts[k], true) < m_card.dma_run_bytes;
+    short_share[k] = ts[k].pt_row >= 0 || !ts[k].move.empty() || share_bytes(ts[k], true) < m_card.dma_run_bytes ||
+                     (broadcast(ts[k]) && share_bytes(ts[k], true) <= m_card.tile_target_bytes);
   auto min_run = [&]() {
     uint64_t best = UINT64_MAX;
     for (size_t k = 0; k < ts.size(); ++k) {

@@ -324,6 +324,28 @@ TEST_CASE("run: a broadcast operand smaller than a request does not cut the big 
   CHECK(checked > 0);
 }
 
+TEST_CASE("run: a broadcast row within the tile target does not halve the big tensors' runs", "[run]") {
+  // The real compiler's a + b[1,N] over 2048x16384 on 32 cores: each core adds b's 32 KiB row to
+  // its 64 rows, so x and the output come in whole runs of 64 sticks (8 KiB, a stick column of the
+  // core's rows). Counting b's runs, the tiling once cut the rows in two to keep b in 8 KiB runs
+  // and moved x and the output in 4 KiB runs (1408 us, card 1159; the same shape's copy 1177).
+  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "bcast_2048x16384_c32";
+  RUN_REQUIRE_DIR(dir);
+  auto sim = make_card();
+  Card& card = sim->top_as<Card>();
+  const plan::CardParams cp = plan_card_params(card);
+  const plan::Plan p = lower_dir(card, dir);
+  int checked = 0;
+  for (const auto& st : p.stages())
+    for (const auto& c : st.cores())
+      for (const auto& op : c.ops())
+        if ((op.kind() == plan::Op::DMA_IN || op.kind() == plan::Op::DMA_OUT) && op.name().rfind("Tensor1", 0) != 0) {
+          CHECK(op.run_bytes() == 64 * cp.stick_bytes);
+          ++checked;
+        }
+  CHECK(checked > 0);
+}
+
 TEST_CASE("run: a reduction's small output in device memory does not change how its input is tiled", "[run]") {
   // softmax dim 0 on one core: `max` reads x [512,1024] (1 MiB) and writes a 2 KiB row of maxima,
   // to device memory (baseline) or to LX (stage 2). The 128 B of that row a stick column adds
