@@ -442,6 +442,14 @@ def test_committed_table_loads():
                                     and not vv.is_range_row(r))
 
 
+def test_no_row_that_runs_a_fixture_says_it_has_none():
+    """A row's note must not contradict its fixture field (350 older-log rows once said "no
+    fixture" while running a captured bundle)."""
+    rows = vv.load_table(vv.DEFAULT_TABLE)
+    wrong = [r["id"] for r in rows if r.get("fixture") and "no fixture" in str(r.get("note") or "")]
+    assert not wrong, wrong[:5]
+
+
 def test_database_rows_are_what_the_script_writes():
     """The rows between the BEGIN/END markers are gen_fixtures.py --table's output from
     sweep_current.csv and sweep_older.csv: every record of them is in the table exactly once."""
