@@ -345,8 +345,7 @@ def sweep_generated(rec):
                 {"inputs": k, "intermediates": inter, "shape": [m, n], "split": split}, 1,
                 f"{where}; " + lx_txt, None)
     if op in OLDER_KINDS:
-        return (None, None, None, 1, lx_txt, f"no fixture: the compiler's bundle for this `{op}` was not captured "
-                                             f"and the generator does not write it")
+        return (None, None, None, 1, lx_txt, None)  # only a capture stands for these (sweep_plan)
     if op == "bmm_3d2d_k_tiling":
         if rec["tiles"] != 1:
             return (None, None, None, 1, lx_txt,
@@ -411,13 +410,15 @@ def sweep_plan(rec):
     `generated_fixture`), else the generated one; None when no bundle stands for the record."""
     gen, kind, _, repeat, lx_txt, note = sweep_generated(rec)
     cap = captured_for(rec)
+    unwritten = gen is None and note is None  # a kind the generator does not write
     if cap is None:
+        if unwritten:
+            note = (f"no fixture: the compiler's bundle for this `{rec['op']}` was not captured "
+                    f"and the generator does not write it")
         return gen, None, repeat, lx_txt, note
-    cap = str(cap.relative_to(ROOT))
-    if note and note.startswith("no fixture:"):
-        # the generator's reason for having no bundle; the compiler's own stands for the record
+    if unwritten:
         note = "the fixture is the compiler's bundle for this kernel, captured; the generator does not write this kind"
-    return cap, gen if kind else None, repeat, lx_txt, note
+    return str(cap.relative_to(ROOT)), gen if kind else None, repeat, lx_txt, note
 
 
 def sweep_mirror(rec):

@@ -727,9 +727,11 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       if (t.reduced[i] && out_dims.count(t.dims[i])) return true;
     return false;
   };
-  for (size_t k = 0; k < ts.size(); ++k)
-    short_share[k] = ts[k].pt_row >= 0 || !ts[k].move.empty() || share_bytes(ts[k], true) < m_card.dma_run_bytes ||
-                     (broadcast(ts[k]) && share_bytes(ts[k], true) <= m_card.tile_target_bytes);
+  for (size_t k = 0; k < ts.size(); ++k) {
+    const uint64_t share = share_bytes(ts[k], true);
+    short_share[k] = ts[k].pt_row >= 0 || !ts[k].move.empty() || share < m_card.dma_run_bytes ||
+                     (broadcast(ts[k]) && share <= m_card.tile_target_bytes);
+  }
   auto min_run = [&]() {
     uint64_t best = UINT64_MAX;
     for (size_t k = 0; k < ts.size(); ++k) {
