@@ -94,7 +94,7 @@ void scan() {
     if (fs::is_directory(root))
       for (const auto& e : fs::directory_iterator(root)) dirs.push_back(e);
   for (const auto& e : dirs) {
-    if (!e.is_directory() || !fs::exists(e.path() / "bundle.mlir")) continue;
+    if (!bundle::is_bundle_dir(e.path())) continue;
     Fixture f;
     // captured_<name>, sweep_<name> and sweep_captured_<name>: the other roots' names may repeat
     // those of bundles/

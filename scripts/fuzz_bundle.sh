@@ -12,9 +12,12 @@ trap 'rm -rf "$corpus"' EXIT
 # The generator's fixtures and the compiler's captures (among them the gathers and scatters,
 # whose indirect-access fields only the captures carry).
 for d in tests/fixtures/bundles/*/ tests/fixtures/captured/*/; do
-  [ -f "$d/bundle.mlir" ] || continue
+  mlir="$d/bundle.mlir"
+  # A bundle.mlir.ref names, relative to its directory, the launch text kept elsewhere.
+  if [ -f "$d/bundle.mlir.ref" ]; then mlir="$d/$(grep -v -E '^[[:space:]]*(#|$)' "$d/bundle.mlir.ref")"; fi
+  [ -f "$mlir" ] || continue
   seed="$corpus/$(basename "$(dirname "$d")")_$(basename "$d")"
-  { cat "$d/bundle.mlir"; for f in $(ls "$d" | grep -E '^sdsc_[0-9]+\.json$' | sort -V); do
+  { cat "$mlir"; for f in $(ls "$d" | grep -E '^sdsc_[0-9]+\.json$' | sort -V); do
       printf '//--sdsc--\n'; cat "$d/$f"; done; } > "$seed"
   # Only the small fixtures: the fuzzer's per-input length limit is 64 KiB.
   [ "$(stat -c %s "$seed")" -le 65536 ] || rm -f "$seed"

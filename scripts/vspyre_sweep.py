@@ -311,14 +311,32 @@ def check_keys(names, keys, what="axis"):
                              f"(`vspyre describe` lists every parameter)")
 
 
+BUNDLE_REF = "bundle.mlir.ref"  # names, relative to its directory, a bundle.mlir kept elsewhere
+
+
+def ref_target(ref):
+    """The file a bundle.mlir.ref names (its one line that is neither blank nor a # comment),
+    or None when it names none that exists: `vspyre run` then says what is wrong with it."""
+    lines = [l.strip() for l in ref.read_text().splitlines()]
+    paths = [l for l in lines if l and not l.startswith("#")]
+    if len(paths) != 1:
+        return None
+    t = ref.parent / paths[0]
+    return t if t.is_file() else None
+
+
 def plan_identity(plan):
-    """What identifies a plan in the hash: probe name, or the bundle's name and file contents."""
+    """What identifies a plan in the hash: probe name, or the bundle's name and file contents
+    (with those of the bundle.mlir a bundle.mlir.ref names)."""
     if plan["kind"] == "probe":
         return plan["name"]
     h = hashlib.sha256()
     root = Path(plan["path"])
     for f in sorted(p for p in root.rglob("*") if p.is_file()):
         h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+        t = ref_target(f) if f.name == BUNDLE_REF else None
+        if t is not None:
+            h.update(b"ref\0" + t.read_bytes() + b"\0")
     return f"bundle:{root.name}:{h.hexdigest()}"
 
 
@@ -387,10 +405,10 @@ def load_sweep(path, vspyre):
             continue
         pattern = p if os.path.isabs(p) else str(here / p)
         matches = sorted(glob.glob(pattern)) if glob.has_magic(p) else [pattern]
-        matches = [m for m in matches if Path(m, "bundle.mlir").is_file()]
+        matches = [m for m in matches if any(Path(m, n).is_file() for n in ("bundle.mlir", BUNDLE_REF))]
         if not matches:
             raise SweepError(f"{path}: plan '{p}' matches no bundle directory (a directory "
-                             f"holding bundle.mlir), relative to {here}")
+                             f"holding bundle.mlir or {BUNDLE_REF}), relative to {here}")
         for m in matches:
             plans.append({"kind": "bundle", "name": Path(m).name, "path": str(Path(m).resolve())})
     names = [pl["name"] for pl in plans]

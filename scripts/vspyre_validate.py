@@ -275,8 +275,9 @@ def load_table(path):
             bad(f"`fixture` must be a directory path, a list of them (range rows) or null, not {fx!r}")
         for f in fixture_list(fx):
             d = Path(f) if os.path.isabs(f) else ROOT / f
-            if not (d / "bundle.mlir").is_file():
-                bad(f"fixture {f} is not a bundle directory (no {d / 'bundle.mlir'})")
+            if not any((d / n).is_file() for n in ("bundle.mlir", "bundle.mlir.ref")):
+                bad(f"fixture {f} is not a bundle directory (no {d / 'bundle.mlir'} "
+                    f"and no bundle.mlir.ref)")
         if r.get("split") is not None and isinstance(fx, str):
             problem = split_mismatch(r["split"], Path(fx) if os.path.isabs(fx) else ROOT / fx)
             if problem:

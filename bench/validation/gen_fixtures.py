@@ -218,6 +218,9 @@ SWEEP_ROOT = "tests/fixtures/sweep"
 # tests/fixtures/captured has none; a row runs the compiler's bundle when there is one.
 SWEEP_CAPTURED = "tests/fixtures/sweep/captured"
 CAPTURED_ROOT = "tests/fixtures/captured"
+BUNDLE_REF = "bundle.mlir.ref"  # names, relative to its directory, a bundle.mlir kept elsewhere
+REF_HEAD = ("# The compiler wrote this kernel's launch byte-identical to a file of the shared data, so it is\n"
+            "# read there, in place (see the README of the folder above this one).\n")
 TABLE = Path(__file__).resolve().parent / "measured.yaml"
 BEGIN = "# BEGIN section 7, the database's logs: written by `python3 bench/validation/gen_fixtures.py --table`"
 END = "# END section 7, the database's logs"
@@ -395,7 +398,7 @@ def captured_for(rec, roots=None):
         return None
     for root in roots or (ROOT / CAPTURED_ROOT, ROOT / SWEEP_CAPTURED):
         d = Path(root) / name
-        if not (d / "bundle.mlir").is_file():
+        if not any((d / n).is_file() for n in ("bundle.mlir", BUNDLE_REF)):
             continue
         gen = sweep_generated(rec)
         if gen[1] == "addn" and not gen[2].get("independent") and placement(d) != gen[2]["intermediates"]:
@@ -483,21 +486,40 @@ def sweep_rows(table_text):
     return rows
 
 
+def shared_twin(mlir):
+    """The file of the shared data (../shared/spyre/data beside the repository) byte-identical to
+    `mlir`, or None."""
+    data = ROOT.parent / "shared" / "spyre" / "data"
+    text = mlir.read_bytes()
+    for f in sorted(data.glob("*.mlir")) if data.is_dir() else []:
+        if f.read_bytes() == text:
+            return f
+    return None
+
+
 def import_captures(src):
     """Copies, from a directory of captured bundles (one <name>/ per kernel, as written by the
     compiler: bundle.mlir and sdsc_*.json), those the current log's rows would run and
-    tests/fixtures/captured lacks into SWEEP_CAPTURED. Returns the names copied."""
+    tests/fixtures/captured lacks into SWEEP_CAPTURED. A bundle.mlir byte-identical to a file of
+    the shared data is not copied: a bundle.mlir.ref names that file. Returns the names copied."""
     src = Path(src)
     copied = []
     for rec in sweep_records():
         d = captured_for(rec, roots=(ROOT / CAPTURED_ROOT, src))
         if d is None or d.parent != src or d.name in copied:
             continue
+        if not (d / "bundle.mlir").is_file():
+            raise SystemExit(f"{d}: a capture to import holds its launch as bundle.mlir; this one has none")
         out = ROOT / SWEEP_CAPTURED / d.name
         out.mkdir(parents=True, exist_ok=True)
         for f in out.iterdir():
             f.unlink()
-        for f in [d / "bundle.mlir"] + sorted(d.glob("sdsc_*.json")):
+        twin = shared_twin(d / "bundle.mlir")
+        if twin is not None:
+            (out / BUNDLE_REF).write_text(REF_HEAD + os.path.relpath(twin, out) + "\n")
+        else:
+            shutil.copyfile(d / "bundle.mlir", out / "bundle.mlir")
+        for f in sorted(d.glob("sdsc_*.json")):
             shutil.copyfile(f, out / f.name)
         copied.append(d.name)
     return copied

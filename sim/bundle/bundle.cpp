@@ -148,13 +148,62 @@ LoadedBundle load_bundle_from_memory(std::string_view mlir_text, std::string_vie
   return lb;
 }
 
+std::filesystem::path bundle_mlir_path(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path mlir = dir / k_bundle_mlir, ref = dir / k_bundle_ref;
+  const bool has_mlir = fs::exists(mlir, ec), has_ref = fs::exists(ref, ec);
+  if (!has_ref) {
+    if (!has_mlir)
+      throw LoadError(quote(dir.string()) + ": not a bundle directory (it holds no " + k_bundle_mlir +
+                      " and no " + k_bundle_ref + ")");
+    return mlir;
+  }
+  const std::string where = ref.string();
+  if (has_mlir)
+    throw LoadError(where + ": stands beside " + mlir.string() +
+                    "; a bundle directory holds one or the other, not both");
+  const std::string text = read_text_file(ref, k_bundle_ref);
+  std::string target;
+  int line_no = 0, target_line = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    const auto b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    const auto e = line.find_last_not_of(" \t\r");
+    if (target_line != 0)
+      throw LoadError(where + ":" + std::to_string(line_no) + ": a second path (the first is on line " +
+                      std::to_string(target_line) + "); expected one path to a bundle.mlir");
+    target = line.substr(b, e - b + 1);
+    target_line = line_no;
+  }
+  if (target_line == 0)
+    throw LoadError(where + ": no path; expected one line naming a bundle.mlir, relative to " +
+                    dir.string());
+  const fs::path p = fs::path(target).is_absolute() ? fs::path(target) : dir / target;
+  if (!fs::is_regular_file(p, ec))
+    throw LoadError(where + ":" + std::to_string(target_line) + ": names " + quote(target) + " (" +
+                    p.lexically_normal().string() + "), which is not a file");
+  return p;
+}
+
+bool is_bundle_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::is_directory(dir, ec) &&
+         (std::filesystem::exists(dir / k_bundle_mlir, ec) || std::filesystem::exists(dir / k_bundle_ref, ec));
+}
+
 LoadedBundle load_bundle(const std::filesystem::path& path, const CardLimits& limits) {
   std::error_code ec;
-  std::filesystem::path mlir = std::filesystem::is_directory(path, ec) ? path / "bundle.mlir" : path;
+  const bool is_dir = std::filesystem::is_directory(path, ec);
+  const std::filesystem::path dir = is_dir ? path : path.parent_path();
+  const std::filesystem::path mlir =
+      is_dir || path.filename() == k_bundle_ref ? bundle_mlir_path(dir) : path;
   std::string name = mlir.filename().string();
   std::string text = read_text_file(mlir, name);
   LoadedBundle lb;
-  lb.dir = mlir.parent_path();
+  lb.dir = dir;
   lb.bundle = parse_bundle_mlir(text, name);
   load_sdscs(
       lb,

@@ -25,9 +25,25 @@ struct LoadedBundle {
   const Sdsc& sdsc(const std::string& file) const;  // throws LoadError if absent
 };
 
-// Loads `path`/bundle.mlir (or `path` itself if it is a file) and every SDSC it names, resolved
-// relative to the bundle. Checks each SDSC, and that each sdsc_execute binds exactly the symbols
-// its SDSC uses.
+// A bundle directory holds its launch text as `bundle.mlir`, or as a `bundle.mlir.ref`: a text
+// file whose one line that is neither blank nor a `#` comment is the path, relative to the
+// directory, of a bundle.mlir kept elsewhere (the launch text alone; the SDSC files stay in the
+// directory). It serves kernels whose launch text is byte-identical to a file of the shared data.
+inline constexpr const char* k_bundle_mlir = "bundle.mlir";
+inline constexpr const char* k_bundle_ref = "bundle.mlir.ref";
+
+// The bundle.mlir of directory `dir`: `dir`/bundle.mlir, or the file `dir`/bundle.mlir.ref names.
+// Throws LoadError naming the directory when it holds neither, and naming the ref file when it
+// stands beside a bundle.mlir, has no path line or more than one, or names no regular file.
+std::filesystem::path bundle_mlir_path(const std::filesystem::path& dir);
+
+// True when `dir` is a directory holding a bundle.mlir or a bundle.mlir.ref (which may still fail
+// to load).
+bool is_bundle_dir(const std::filesystem::path& dir);
+
+// Loads `path`/bundle.mlir (or what `path`/bundle.mlir.ref names, or `path` itself if it is a
+// file: a bundle.mlir or a bundle.mlir.ref) and every SDSC it names, read from the bundle's
+// directory. Checks each SDSC, and that each sdsc_execute binds exactly the symbols its SDSC uses.
 LoadedBundle load_bundle(const std::filesystem::path& path, const CardLimits& limits = {});
 
 // Same, from memory: `sdsc_texts` maps sdsc_filename -> JSON text. Used by tests and the fuzzer.

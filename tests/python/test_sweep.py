@@ -158,6 +158,31 @@ plans: ["@BUNDLES@/no_such_*"]
         vs.load_sweep(f, vspyre)
 
 
+def test_ref_bundle_is_a_plan_and_its_target_is_hashed(tmp_path, vspyre):
+    """A directory holding bundle.mlir.ref in place of bundle.mlir is a bundle plan, and the
+    point key changes with the launch text the ref names, not only with the ref's own bytes."""
+    src = BUNDLES / "add_2048x1024_c32"
+    launch = tmp_path / "launch"
+    launch.mkdir()
+    shutil.copyfile(src / "bundle.mlir", launch / "bundle.mlir")
+    kdir = tmp_path / "kern"
+    kdir.mkdir()
+    for f in src.glob("sdsc_*.json"):
+        shutil.copyfile(f, kdir / f.name)
+    (kdir / "bundle.mlir.ref").write_text("# elsewhere\n../launch/bundle.mlir\n")
+    f = write_sweep(tmp_path, f"""
+base: @BASE@
+axes: {{card.core.count: [8]}}
+plans: ["{kdir}"]
+""")
+    sweep = vs.load_sweep(f, vspyre)
+    plans = [p for p in sweep["plans"] if p["kind"] == "bundle"]
+    assert [p["name"] for p in plans] == ["kern"]
+    before = vs.plan_identity(plans[0])
+    (launch / "bundle.mlir").write_text((launch / "bundle.mlir").read_text() + "\n")
+    assert vs.plan_identity(plans[0]) != before
+
+
 # --------------------------------------------------------------------------------- running
 
 SMALL = """

@@ -127,7 +127,8 @@ TEST_CASE("bundle: bundle-level errors name bundle.mlir:line or the SDSC", "[bun
   SECTION("missing bundle.mlir") {
     TempBundle tb("mm", 1);
     fs::remove(tb.dir() / "bundle.mlir");
-    CHECK(load_error(tb.dir()).find("bundle.mlir: file") == 0);
+    CHECK(load_error(tb.dir()) == "'" + tb.dir().string() +
+                                      "': not a bundle directory (it holds no bundle.mlir and no bundle.mlir.ref)");
   }
   SECTION("symbol bound but unused") {
     TempBundle tb("softmax", 6);
@@ -236,4 +237,48 @@ TEST_CASE("bundle: many SDSCs load on several threads as one at a time, and the 
   const std::string missing = load_error(dir);
   CHECK(missing.find("sdsc file '" + order[3] + "' not found") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE("bundle: a bundle.mlir.ref reads the launch text it names, and the SDSCs beside itself", "[bundle]") {
+  BUNDLE_REQUIRE_DATA();
+  // The launch of mean_keepdim in one temp dir, its SDSC (and a decoy launch dir without SDSCs)
+  // in another: the ref must read the SDSC from its own directory.
+  TempBundle launch("mean_keepdim", 1);
+  TempBundle kernel("mean_keepdim", 1);
+  fs::remove(launch.dir() / "sdsc_0.json");
+  fs::remove(kernel.dir() / "bundle.mlir");
+  CHECK_FALSE(is_bundle_dir(kernel.dir()));
+  CHECK(load_error(kernel.dir()).find("not a bundle directory") != std::string::npos);
+
+  const std::string rel = fs::relative(launch.dir() / "bundle.mlir", kernel.dir()).string();
+  kernel.write("bundle.mlir.ref", "# the launch is kept elsewhere\n\n  " + rel + "  \n# end\n");
+  CHECK(is_bundle_dir(kernel.dir()));
+  CHECK(bundle_mlir_path(kernel.dir()) == kernel.dir() / rel);
+  const LoadedBundle lb = load_bundle(kernel.dir());
+  CHECK(lb.dir == kernel.dir());
+  CHECK(lb.sdscs.count("sdsc_0.json") == 1);
+  // The same through the ref file's own path, and the same launch as a plain bundle.mlir gives.
+  const LoadedBundle via_file = load_bundle(kernel.dir() / "bundle.mlir.ref");
+  CHECK(via_file.dir == kernel.dir());
+  const Bundle plain = parse_bundle_mlir(launch.read("bundle.mlir"), "bundle.mlir");
+  CHECK(via_file.bundle.args.size() == plain.args.size());
+  CHECK(lb.bundle.steps.size() == plain.steps.size());
+  CHECK(lb.bundle.args.size() == 2);
+
+  // Errors name the ref file and, where there is one, the line.
+  const std::string ref = (kernel.dir() / "bundle.mlir.ref").string();
+  kernel.write("bundle.mlir.ref", "# nothing but comments\n\n");
+  std::string e = load_error(kernel.dir());
+  CHECK(e.find(ref + ": no path") != std::string::npos);
+  kernel.write("bundle.mlir.ref", rel + "\n" + rel + "\n");
+  e = load_error(kernel.dir());
+  CHECK(e.find(ref + ":2: a second path") != std::string::npos);
+  kernel.write("bundle.mlir.ref", "# x\nno_such_dir/bundle.mlir\n");
+  e = load_error(kernel.dir());
+  CHECK(e.find(ref + ":2: names 'no_such_dir/bundle.mlir'") != std::string::npos);
+  CHECK(e.find("which is not a file") != std::string::npos);
+  kernel.write("bundle.mlir.ref", rel + "\n");
+  fs::copy_file(launch.dir() / "bundle.mlir", kernel.dir() / "bundle.mlir");
+  e = load_error(kernel.dir());
+  CHECK(e.find(ref + ": stands beside") != std::string::npos);
 }

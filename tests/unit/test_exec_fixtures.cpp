@@ -278,7 +278,7 @@ std::vector<fs::path> fixture_dirs() {
   for (const fs::path& root : {k_fixtures, k_captured}) {
     if (!fs::is_directory(root)) continue;
     for (const auto& e : fs::directory_iterator(root))
-      if (e.is_directory() && fs::exists(e.path() / "bundle.mlir")) v.push_back(e.path());
+      if (bundle::is_bundle_dir(e.path())) v.push_back(e.path());
   }
   std::sort(v.begin(), v.end());
   return v;
@@ -378,7 +378,7 @@ TEST_CASE("exec: each kind of the section 7 sweep fixtures computes outputs that
                            // the compiler's, split over stick columns ({mb: 1, out: 32})
                            "captured/add_64x16384_c32", "captured/bcastcol_64x8192_c32"}) {
     INFO(name);
-    REQUIRE(fs::exists(root / name / "bundle.mlir"));
+    REQUIRE(bundle::is_bundle_dir(root / name));
     const auto lb = bundle::load_bundle(root / name);
     const Outcome o = check(lb, lb);
     INFO(o.report);
@@ -712,7 +712,7 @@ TEST_CASE("exec: an elementwise execution streamed chunk by chunk writes the sam
   std::set<std::string> streamed_ops;
   for (const auto& dir : dirs) {
     INFO(dir.parent_path().filename().string() + "/" + dir.filename().string());
-    REQUIRE(fs::exists(dir / "bundle.mlir"));
+    REQUIRE(bundle::is_bundle_dir(dir));
     const auto lb = bundle::load_bundle(dir);
     const bundle::Bindings b = plan::default_bindings(lb);
     const auto plan = bundle::resolve(lb, b);

@@ -686,7 +686,7 @@ TEST_CASE("run: every bundle captured from the real compiler lowers and runs", "
   int n = 0;
   std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(dir))
-    if (fs::exists(e.path() / "bundle.mlir")) dirs.push_back(e.path());
+    if (bundle::is_bundle_dir(e.path())) dirs.push_back(e.path());
   std::sort(dirs.begin(), dirs.end());
   for (const auto& d : dirs) {
     // The large matmuls take seconds; their lowering is checked, the rest also run.
