@@ -241,8 +241,8 @@ TEST_CASE("bundle: many SDSCs load on several threads as one at a time, and the 
 
 TEST_CASE("bundle: a bundle.mlir.ref reads the launch text it names, and the SDSCs beside itself", "[bundle]") {
   BUNDLE_REQUIRE_DATA();
-  // The launch of mean_keepdim in one temp dir, its SDSC (and a decoy launch dir without SDSCs)
-  // in another: the ref must read the SDSC from its own directory.
+  // mean_keepdim split over two temp dirs: `launch` keeps only bundle.mlir, `kernel` only the
+  // SDSC. A ref in `kernel` naming launch's bundle.mlir must read the SDSC from `kernel`.
   TempBundle launch("mean_keepdim", 1);
   TempBundle kernel("mean_keepdim", 1);
   fs::remove(launch.dir() / "sdsc_0.json");
