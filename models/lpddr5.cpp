@@ -343,13 +343,13 @@ inline uint32_t Lpddr5::bank_of(uint64_t local, int64_t& row) const {
     const uint64_t r = page >> m_bank_shift;
     row = static_cast<int64_t>(r);
     uint64_t b = page & mask;
-    if (m_t.bank_xor)
+    if (m_t.bank_xor)  // m_pow2 needs two banks or more: the shift is at least 1
       for (uint64_t q = r; q; q >>= m_bank_shift) b ^= q & mask;
     return static_cast<uint32_t>(b);
   }
   row = static_cast<int64_t>(local / (m_t.row_bytes * m_t.banks));
   auto b = static_cast<uint32_t>((local / m_t.row_bytes) % m_t.banks);
-  if (m_t.bank_xor) {
+  if (m_t.bank_xor && m_t.banks > 1) {  // one bank: the fold below would never end, and b is 0
     uint64_t fold = 0;
     for (auto r = static_cast<uint64_t>(row); r; r /= m_t.banks) fold ^= r % m_t.banks;
     b = static_cast<uint32_t>((b ^ fold) % m_t.banks);
@@ -606,19 +606,33 @@ double Lpddr5::refresh_wait_ps(uint64_t spread) const {
   // latest of them, the running maximum over k: one pass gives every spread.
   constexpr int kIntervals = 32, kPerInterval = 128;
   constexpr int kSteps = kIntervals * kPerInterval;
+  // A request starting on channel c0 and ready at t waits max(0, max over its k channels of
+  // lo + before - t). Subtracting t is monotonic, so that is max(0, reach - t) with reach the
+  // running maximum of lo + before over the channels: computed once per bin, not per time.
   std::vector<double> before(2 * nch);  // each channel's refresh time in the bin, twice over
+  std::vector<double> reach(nch * nch);  // [c0 * nch + k]: max of lo + before[c0 .. c0 + k]
   std::vector<double> sum(nch + 1, 0.0);
+  int64_t reach_index = 0;
+  bool have_reach = false;
   for (int i = 0; i < kSteps; ++i) {
     const double t = (i + 0.5) * m_t.t_refi / kPerInterval;
     const auto index = static_cast<int64_t>(std::floor(t / m_t.bin));
-    const double lo = static_cast<double>(index) * m_t.bin;
-    for (uint64_t c = 0; c < nch; ++c) before[c] = before[c + nch] = m_t.bin - window_capacity(m_channels[c], index);
-    for (uint64_t c0 = 0; c0 < nch; ++c0) {
-      double wait = 0;
-      for (uint64_t k = 0; k < nch; ++k) {
-        wait = std::max(wait, lo + before[c0 + k] - t);
-        sum[k + 1] += wait;
+    if (!have_reach || index != reach_index) {
+      const double lo = static_cast<double>(index) * m_t.bin;
+      for (uint64_t c = 0; c < nch; ++c) before[c] = before[c + nch] = m_t.bin - window_capacity(m_channels[c], index);
+      for (uint64_t c0 = 0; c0 < nch; ++c0) {
+        double r = lo + before[c0];
+        for (uint64_t k = 0; k < nch; ++k) {
+          r = std::max(r, lo + before[c0 + k]);
+          reach[c0 * nch + k] = r;
+        }
       }
+      reach_index = index;
+      have_reach = true;
+    }
+    for (uint64_t c0 = 0; c0 < nch; ++c0) {
+      const double* rc = &reach[c0 * nch];
+      for (uint64_t k = 0; k < nch; ++k) sum[k + 1] += std::max(0.0, rc[k] - t);
     }
   }
   for (uint64_t k = 1; k <= nch; ++k) m_refresh_wait[k] = sum[k] / (static_cast<double>(kSteps) * static_cast<double>(nch));

@@ -308,9 +308,10 @@ class Lpddr5 : public Component {
   // `channels` stripes within a row, so locality within a row is kept.
   uint64_t channel_of(uint64_t stripe) const {
     const uint64_t nch = m_t.channels;
+    if (nch == 1) return 0;
     if (m_geom_pow2) {
       uint64_t c = stripe & (nch - 1);
-      if (m_t.channel_xor)
+      if (m_t.channel_xor)  // nch > 1 here, so the shift is at least 1 and the loop ends
         for (uint64_t g = stripe >> m_row_group_shift; g; g >>= m_nch_shift) c ^= g & (nch - 1);
       return c;
     }

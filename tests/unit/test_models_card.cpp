@@ -793,6 +793,42 @@ TEST_CASE("models: channel_xor spreads a stick column that sits on one channel o
   CHECK(f_plain > 4 * f_hashed);
 }
 
+TEST_CASE("models: a memory of one channel or one bank, hashed, serves every address", "[models]") {
+  // The hashes fold the row bits into the channel (channel_xor) and the bank (bank_xor) group by
+  // group; with one channel or one bank a group is zero bits wide and the fold never ended (a
+  // what-if sweep over `channels` or `banks` hung at 1). Interleave 384 B takes the geometry off
+  // the power-of-two path. Far addresses, so that the row bits are not zero.
+  const std::vector<std::vector<std::string>> cards = {
+      {"card.memory.channels=1", "card.memory.channel_xor=true"},
+      {"card.memory.banks=1", "card.memory.bank_xor=true"},
+      {"card.memory.channels=1", "card.memory.banks=1", "card.memory.interleave=384B", "card.memory.row_size=1536B"},
+      {"card.memory.channels=3", "card.memory.interleave=384B", "card.memory.row_size=1536B"},
+  };
+  for (const auto& o : cards)
+    for (const char* config : {"configs/spyre.yaml", "configs/spyre_flow.yaml"}) {
+      INFO(config << " " << o[0] << " " << o[1]);
+      auto sim = make_card(config, o);
+      Lpddr5& mem = sim->top_as<Card>().memory();
+      const double t0 = 1e6;
+      double done = t0;
+      for (uint64_t i = 0; i < 8; ++i) done = std::max(done, mem.access((1ull << 34) + i * (1ull << 26), 4096, false, t0));
+      CHECK(done > t0);
+      CHECK(done < t0 + 1e8);
+      TransferExt x;
+      x.src = static_cast<CoreId>(0);
+      x.stream = true;
+      x.stream_bytes = 64 * 128;
+      x.run_bytes = 128;
+      x.request_bytes = 4096;
+      x.outstanding = 3;
+      x.stride = 1ull << 20;
+      const double end = mem.stream(x, 1ull << 35, false, done);
+      CHECK(end > done);
+      CHECK(end < done + 1e8);
+      CHECK(mem.stats().get("bytes_read") == Approx(8 * 4096 + 64 * 128));
+    }
+}
+
 TEST_CASE("models: channel_xor keeps a read of whole row groups on the same channels and rows", "[models]") {
   // Within one row group (row size x banks x channels) the hash is one permutation of the
   // channels: a read of whole row groups reaches every channel as evenly, and opens as many rows,
