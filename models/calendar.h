@@ -9,7 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
+
+#include "sim/engine/error.h"
+#include "sim/engine/units.h"
 
 namespace vspyre {
 
@@ -77,6 +81,13 @@ class BinCalendar {
   Bin& at(int64_t& index) {
     // Bins before the first kept one are gone: work aimed there starts at the first.
     if (index < m_first) index = m_first;
+    // A calendar reaching this far past its first kept bin (the current time) holds transfers
+    // that last hours at the card's rates: some rate or clock is off by orders of magnitude, and
+    // the bins would fill the host's memory.
+    if (index - m_first > kMaxBins)
+      throw InputError("a transfer reaches " + std::to_string(index - m_first) + " bins (of " + format_time_ps(m_bin) +
+                       ") past the current time on a memory calendar: a clock, bandwidth or rate in the config is "
+                       "likely off by orders of magnitude");
     for (auto kept = static_cast<int64_t>(m_bins.size() - m_head); index >= m_first + kept; ++kept) {
       const double cap = m_capacity(m_first + kept);
       m_bins.push_back(Bin{cap, cap});
@@ -84,6 +95,7 @@ class BinCalendar {
     return m_bins[m_head + static_cast<size_t>(index - m_first)];
   }
 
+  static constexpr int64_t kMaxBins = int64_t{1} << 23;  // 8.4 s of 1 us bins, 134 MB
   double m_bin, m_width, m_min_free;
   std::function<double(int64_t)> m_capacity;
   // Bins m_first, m_first + 1, ... are m_bins[m_head], m_bins[m_head + 1], ... (a vector with a

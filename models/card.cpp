@@ -56,16 +56,19 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
     m_sfp_operand_order = order == "primary" ? O::primary : order == "layout_sticks" ? O::layout_sticks : O::layout;
   }
   ParamReader& sfp = plan.group("sfp_cycles", "SFP cycles per element per lane, by op class (lower.cpp sfp_cost_class)");
-  m_sfp_simple = sfp.get_real("simple", 1.0, {"add, sub, mul, neg, max, sum, identity, relu, ...", Provenance::Estimate});
-  m_sfp_divide = sfp.get_real("divide", 4.0, {"realdiv, reciprocal, ...", Provenance::Estimate});
+  // Cycles are not negative (0: the op class costs nothing, a what-if).
+  m_sfp_simple = sfp.get_real("simple", 1.0, {"add, sub, mul, neg, max, sum, identity, relu, ...", Provenance::Estimate}, 0);
+  m_sfp_divide = sfp.get_real("divide", 4.0, {"realdiv, reciprocal, ...", Provenance::Estimate}, 0);
   m_sfp_transcendental = sfp.get_real(
       "transcendental", 4.0,
       {"exp, log, gelu, tanh, sigmoid, sqrt, ...", Provenance::Estimate,
-       "measured.md 6a: exp/gelu take the same time as neg when HBM-bound, so only an upper bound is known"});
+       "measured.md 6a: exp/gelu take the same time as neg when HBM-bound, so only an upper bound is known"},
+      0);
   m_sfp_reduce_across_stick = sfp.get_real(
       "reduce_across_stick", 0.0,
       {"cycles per element of a reduction over the stick dim (a row max/sum across the lanes); 0: its op class",
-       Provenance::Estimate});
+       Provenance::Estimate},
+      0);
   {
     // Not the card's: how much of a long stage is simulated. Off: every tile of every stage.
     ParamReader& smp = p.group("sample", "sampled simulation of long periodic stages (a speed choice, not the card's)");

@@ -38,7 +38,10 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
   ParamReader& p = params();
   m_clock_hz = p.get_frequency("clock", "1.5GHz",
                                {"core clock", Provenance::Derived,
-                                "98.304 TFLOPS / (32 x 2 x 64 PEs x 8 SIMD x 2 FLOP); not confirmed by IBM"});
+                                "98.304 TFLOPS / (32 x 2 x 64 PEs x 8 SIMD x 2 FLOP); not confirmed by IBM"},
+                               // Below 1 MHz a kernel's transfers span so many memory-calendar bins
+                               // that a run takes hours: a unit typed wrong, not a what-if.
+                               "1MHz");
   m_corelets = static_cast<uint32_t>(p.get_int("corelets", 2, {"corelets per core, sharing LX", Provenance::Datasheet}, 1, 16));
   ParamReader& lx = p.group("lx", "LX scratchpad");
   m_lx_size = lx.get_size("size", "2MiB", {"LX scratchpad SRAM per core", Provenance::Datasheet, "IBM"});
@@ -482,6 +485,10 @@ bool Core::step(uint32_t i, double at, Progress& p, double& next) {
   else end = compute_end(op, end);
   finish_op(i, at, end);
   return true;
+}
+
+Core::~Core() {
+  for (auto& trans : m_trans) trans.clear_extension<TransferExt>();
 }
 
 void Core::engine_thread(Engine e) {

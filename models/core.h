@@ -122,6 +122,10 @@ struct RingProgress {
 class Core : public Component {
  public:
   Core(const sc_core::sc_module_name& name, BuildContext& ctx);
+  // Detaches any operation's extension from the engines' payloads: a run abandoned by an error
+  // leaves other engines suspended inside a DMA operation with theirs (on their own stacks)
+  // attached, and a payload frees what it holds when destroyed.
+  ~Core() override;
 
   tlm_utils::simple_initiator_socket<Core> mem;   // to device memory
   tlm_utils::simple_initiator_socket<Core> ring;  // to the ring

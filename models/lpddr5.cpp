@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 
@@ -32,7 +33,8 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   ParamReader& p = params();
   const double data_rate = p.get_real("data_rate_mtps", 6400,
                                       {"transfers per second per pin, in MT/s (preset)", Provenance::Estimate,
-                                       "LPDDR5-6400 matches the 204.8 GB/s nominal"});
+                                       "LPDDR5-6400 matches the 204.8 GB/s nominal"},
+                                      1, 1e6);
   const auto width_bits = p.get_int("channel_width_bits", 16, {"data pins per channel (LPDDR5 x16)", Provenance::Estimate}, 8, 64);
   m_t.channels = static_cast<uint32_t>(p.get_int(
       "channels", 16, {"independent channels: 16 x 16 bit = the 256-bit bus", Provenance::Estimate, "hardware.md"}, 1, 256));
@@ -98,8 +100,8 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                   Provenance::Estimate});
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
     throw ConfigError(SourceLoc{path()}, path() + ".interleave: must be a multiple of 128B");
-  if (m_t.row_bytes % m_t.interleave)
-    throw ConfigError(SourceLoc{path()}, path() + ".row_size: must be a multiple of interleave");
+  if (m_t.row_bytes == 0 || m_t.row_bytes % m_t.interleave)
+    throw ConfigError(SourceLoc{path()}, path() + ".row_size: must be a positive multiple of interleave");
   if (m_t.t_refi <= m_t.t_rfc)
     throw ConfigError(SourceLoc{path()}, path() + ".t_refi: must exceed t_rfc");
   if (m_t.bin <= 0 || m_t.history < 2 * m_t.bin)
@@ -131,6 +133,24 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
     b.written = true;
     m_exposed_whole = whole(none) && whole(clean) && whole(miss_exposed_ps(b));
   }
+
+  // The calendars take work in bins and count a bin full when less than a stick's bus time is
+  // left: a bin that cannot hold one stick (after refresh's share) is full from the start, and a
+  // transfer would look for room forever.
+  if (const double stick_ps = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
+      stick_ps > m_t.bin * (1.0 - m_t.t_rfc / m_t.t_refi)) {
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%g", data_rate);
+    throw ConfigError(SourceLoc{path()}, path() + ".bin: " + format_time_ps(m_t.bin) +
+                                             " holds less than one 128 B stick's bus time on a channel (" +
+                                             format_time_ps(stick_ps) + " at data_rate_mtps " + rate +
+                                             ", less refresh's share): raise the bin or the data rate");
+  }
+  // Each channel keeps history / bin bins.
+  if (m_t.history / m_t.bin > 1048576.0)
+    throw ConfigError(SourceLoc{path()}, path() + ".bin: " + format_time_ps(m_t.bin) + " against a history of " +
+                                             format_time_ps(m_t.history) +
+                                             " keeps more than 1048576 bins a channel: raise the bin or shorten the history");
 
   m_channels.resize(m_t.channels);
   m_segs.resize(m_t.channels);
@@ -176,6 +196,11 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (ports > 0 && !(port_bw > 0))
     throw ConfigError(SourceLoc{path()}, path() + ".port_bandwidth: must be positive when ports > 0");
   if (ports > 0) m_port_ps_per_byte = 1e12 / port_bw;
+  if (ports > 0 && static_cast<double>(kStickBytes) * m_port_ps_per_byte > m_t.bin)
+    throw ConfigError(SourceLoc{path()}, path() + ".port_bandwidth: a 128 B stick takes " +
+                                             format_time_ps(static_cast<double>(kStickBytes) * m_port_ps_per_byte) +
+                                             " at the port, longer than a calendar bin (bin " + format_time_ps(m_t.bin) +
+                                             "): raise port_bandwidth or the bin");
   // Each request also holds its port a fixed time (0: bytes only).
   m_port_request_ps = p.get_time("port_request_time", "5ns",
                                  {"time each request takes its port on top of its bytes (header, command slot)",
@@ -226,6 +251,9 @@ Lpddr5::Bin& Lpddr5::new_bin_at(Channel& ch, int64_t& index) {
     ch.first_bin = ch.end_bin = index;
   }
   if (index < ch.first_bin) index = ch.first_bin;
+  // Far past the last bin (a card idle for a while, or a slow transfer): the bins between would
+  // each be made and dropped again; start from the last `kept` of them, as the loop would leave.
+  if (index - ch.end_bin > ch.kept) ch.first_bin = ch.end_bin = index - ch.kept;
   while (index >= ch.end_bin) {
     if (ch.end_bin - ch.first_bin == ch.kept) ++ch.first_bin;
     ch.ring[static_cast<size_t>(ch.end_bin & ch.mask)] = Bin{bin_capacity(ch, ch.end_bin)};

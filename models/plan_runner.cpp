@@ -7,6 +7,7 @@
 
 #include "models/seeded.h"
 #include "sim/engine/error.h"
+#include "sim/engine/units.h"
 
 namespace vspyre {
 
@@ -361,6 +362,36 @@ StageSample sample_stage(const plan::Stage& stage, const SampleParams& sp, std::
   return s;
 }
 
+// The bytes past `op.addr` that a DMA operation reaches: its last piece's last run's end.
+uint64_t dma_extent(const CoreOp& op) {
+  const uint64_t run = op.run_bytes ? op.run_bytes : op.bytes;
+  const uint64_t runs = run ? (op.bytes + run - 1) / run : 0;
+  uint64_t e = runs ? (runs - 1) * (op.run_bytes ? op.stride : 0) + (op.bytes - (runs - 1) * run) : 0;
+  for (const DmaLevel& l : op.outer) e += (l.count ? l.count - 1 : 0) * l.stride;
+  return e;
+}
+
+std::string hex(uint64_t a) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(a));
+  return b;
+}
+
+// Every DMA operation of the stage lies within device memory; one that does not is the plan's
+// (or the config's capacity's) error, named before the card runs rather than when a core gets
+// there.
+void check_addresses(const plan::Stage& stage, const std::vector<std::vector<CoreOp>>& progs, uint64_t capacity) {
+  for (size_t c = 0; c < progs.size(); ++c)
+    for (const CoreOp& op : progs[c]) {
+      if ((op.engine != Engine::Load && op.engine != Engine::Store) || op.bytes == 0) continue;
+      const uint64_t end = op.addr + dma_extent(op);
+      if (end <= capacity && end >= op.addr) continue;
+      throw InputError("plan stage '" + stage.name() + "' core " + std::to_string(c) + " op '" + op.name +
+                       "': its device-memory bytes [" + hex(op.addr) + ", " + hex(end) +
+                       ") reach past card.memory.capacity (" + format_size(capacity) + ", " + hex(capacity) + ")");
+    }
+}
+
 }  // namespace
 
 PlanResult run_plan(Card& card, const plan::Plan& plan) {
@@ -379,6 +410,7 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
     if (progs.size() > n)
       throw InputError("plan stage '" + stage.name() + "' uses core " + std::to_string(progs.size() - 1) +
                        " but the card has " + std::to_string(n) + " cores");
+    check_addresses(stage, progs, card.memory().capacity());
     const size_t cores = progs.size();
     const StageSample smp = sample_stage(stage, card.sample(), progs);
     const double start = card.now_ps();

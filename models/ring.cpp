@@ -13,7 +13,8 @@ Ring::Ring(const sc_core::sc_module_name& name, BuildContext& ctx)
       m_wait_ps(stats().scalar("wait_ps", "ps", "time transfers waited for busy links")),
       m_combines(stats().scalar("combines", "combines", "partial-sum combines on the reduce ring")) {
   ParamReader& p = params();
-  const double clock = p.get_frequency("clock", "1.5GHz", {"ring clock (the core clock)", Provenance::Derived, "hardware.md"});
+  const double clock =
+      p.get_frequency("clock", "1.5GHz", {"ring clock (the core clock)", Provenance::Derived, "hardware.md"}, "1MHz");
   m_cycle_ps = 1e12 / clock;
   m_width = static_cast<double>(
       p.get_size("width", "128B", {"bytes per cycle per direction per link", Provenance::Datasheet, "IBM: 128 B/cycle"}));

@@ -154,7 +154,7 @@ int64_t ParamReader::get_int(std::string_view key, int64_t def, ParamInfo info, 
   return x;
 }
 
-double ParamReader::get_real(std::string_view key, double def, ParamInfo info) {
+double ParamReader::get_real(std::string_view key, double def, ParamInfo info, double min, double max) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%g", def);
   const ConfigNode* v = lookup(key, ParamKind::Real, buf, info);
@@ -164,6 +164,11 @@ double ParamReader::get_real(std::string_view key, double def, ParamInfo info) {
   const double x = std::strtod(t.c_str(), &end);
   if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(x))
     fail(*v, key, "expected a number, found '" + t + "'");
+  if (x < min || x > max) {
+    char range[96];
+    std::snprintf(range, sizeof range, "[%g, %g]", min, max);
+    fail(*v, key, "value " + t + " out of range " + range);
+  }
   return x;
 }
 
@@ -204,7 +209,8 @@ uint64_t ParamReader::get_size(std::string_view key, std::string_view def, Param
   return *r;
 }
 
-double ParamReader::get_frequency(std::string_view key, std::string_view def, ParamInfo info) {
+double ParamReader::get_frequency(std::string_view key, std::string_view def, ParamInfo info, std::string_view min,
+                                  std::string_view max) {
   const ConfigNode* v = lookup(key, ParamKind::Frequency, std::string(def), info);
   std::string why;
   auto r = parse_frequency(v ? v->text() : def, &why);
@@ -212,6 +218,16 @@ double ParamReader::get_frequency(std::string_view key, std::string_view def, Pa
     if (!v) throw std::logic_error("bad default for " + m_where + "." + std::string(key) + ": " + why);
     fail(*v, key, why);
   }
+  auto bound = [&](std::string_view b) {
+    std::string bad;
+    auto x = parse_frequency(b, &bad);
+    if (!x) throw std::logic_error("bad bound for " + m_where + "." + std::string(key) + ": " + bad);
+    return *x;
+  };
+  if (v && ((!min.empty() && *r < bound(min)) || (!max.empty() && *r > bound(max))))
+    fail(*v, key,
+         "'" + v->text() + "' out of range [" + std::string(min.empty() ? "0" : min) + ", " +
+             std::string(max.empty() ? "inf" : max) + "]");
   return *r;
 }
 

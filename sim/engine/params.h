@@ -3,6 +3,7 @@
 // describe` prints exactly what the code reads, and any key in the config that no code asked for
 // is reported as unknown (with a did-you-mean) instead of being silently ignored.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -52,13 +53,15 @@ class ParamReader {
 
   int64_t get_int(std::string_view key, int64_t def, ParamInfo info, int64_t min = INT64_MIN,
                   int64_t max = INT64_MAX);
-  double get_real(std::string_view key, double def, ParamInfo info);
+  double get_real(std::string_view key, double def, ParamInfo info, double min = -HUGE_VAL, double max = HUGE_VAL);
   bool get_bool(std::string_view key, bool def, ParamInfo info);
   std::string get_string(std::string_view key, std::string_view def, ParamInfo info);
   std::string get_choice(std::string_view key, std::string_view def,
                          const std::vector<std::string>& choices, ParamInfo info);
   uint64_t get_size(std::string_view key, std::string_view def, ParamInfo info);
-  double get_frequency(std::string_view key, std::string_view def, ParamInfo info);
+  // `min` / `max`: bounds as frequencies ("1MHz"); empty: none.
+  double get_frequency(std::string_view key, std::string_view def, ParamInfo info, std::string_view min = {},
+                       std::string_view max = {});
   TimeValue get_time(std::string_view key, std::string_view def, ParamInfo info);
   double get_bandwidth(std::string_view key, std::string_view def, ParamInfo info);
 

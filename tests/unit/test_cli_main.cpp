@@ -379,6 +379,37 @@ TEST_CASE("cli: missing config file and bad -p override fail with exit 1", "[cli
                     "-p card.core.clock=3GHZ: card.core_0.clock: '3GHZ' has unknown unit 'GHZ'");
 }
 
+TEST_CASE("cli: values that would hang a run or fill the host's memory are refused by name", "[cli]") {
+  // Each of these ran before: a zero or negative data rate and a bin or port too slow for one
+  // stick left the calendars looking for room forever (or growing until the kernel killed the
+  // process); a zero row size divided by zero; a 1 Hz clock ran for hours; negative SFP cycles
+  // gave negative compute times.
+  check_input_error(run({"describe", "-p", "card.memory.data_rate_mtps=0"}),
+                    "card.memory.data_rate_mtps: value 0 out of range [1, 1e+06]");
+  check_input_error(run({"describe", "-p", "card.memory.data_rate_mtps=-1"}),
+                    "card.memory.data_rate_mtps: value -1 out of range [1, 1e+06]");
+  check_input_error(run({"describe", "-p", "card.memory.row_size=0B"}),
+                    "card.memory.row_size: must be a positive multiple of interleave");
+  check_input_error(run({"describe", "-p", "card.memory.bin=10ns"}),
+                    "card.memory.bin: 10ns holds less than one 128 B stick's bus time on a channel (10ns at "
+                    "data_rate_mtps 6400, less refresh's share): raise the bin or the data rate");
+  check_input_error(run({"describe", "-p", "card.memory.bin=1ps"}), "card.memory.bin: 1ps holds less than one");
+  check_input_error(run({"describe", "-p", "card.memory.history=10s"}),
+                    "card.memory.bin: 1us against a history of 10s keeps more than 1048576 bins a channel");
+  check_input_error(run({"describe", "-p", "card.memory.port_bandwidth=100MB/s"}),
+                    "card.memory.port_bandwidth: a 128 B stick takes 1.28us at the port, longer than a calendar bin "
+                    "(bin 1us): raise port_bandwidth or the bin");
+  check_input_error(run({"describe", "-p", "card.core.clock=1Hz"}), "card.core_0.clock: '1Hz' out of range [1MHz, inf]");
+  check_input_error(run({"describe", "-p", "card.ring.clock=500kHz"}),
+                    "card.ring.clock: '500kHz' out of range [1MHz, inf]");
+  check_input_error(run({"describe", "-p", "card.plan.sfp_cycles.simple=-1"}),
+                    "card.plan.sfp_cycles.simple: value -1 out of range [0, inf]");
+  // The edges themselves are fine.
+  CHECK(run({"describe", "-p", "card.core.clock=1MHz", "-p", "card.memory.data_rate_mtps=100", "-p",
+             "card.memory.port_bandwidth=200MB/s", "-p", "card.plan.sfp_cycles.simple=0"})
+            .code == 0);
+}
+
 TEST_CASE("cli: an incomplete connect: list is bad input, not an internal error", "[cli]") {
   TempDir t;
   const std::string f = t.write("conn.yaml",

@@ -76,6 +76,18 @@ TEST_CASE("engine: params read typed values with units", "[engine][params]") {
   CHECK_NOTHROW(r.check_unknown_keys());
 }
 
+TEST_CASE("engine: params refuse a number or a frequency outside its range, with file and line", "[engine][params]") {
+  const ConfigNode root = parse_config_text("r: -0.5\nok: 0\nf: 10kHz\ng: 2MHz\n", "p.yaml");
+  ParamReader r(&root, "x");
+  CHECK_THROWS_WITH(r.get_real("r", 1, {"r"}, 0), "p.yaml:1:4: x.r: value -0.5 out of range [0, inf]");
+  CHECK(r.get_real("ok", 1, {"ok"}, 0, 10) == 0);
+  CHECK_THROWS_WITH(r.get_frequency("f", "1GHz", {"f"}, "1MHz"), "p.yaml:3:4: x.f: '10kHz' out of range [1MHz, inf]");
+  CHECK_THROWS_WITH(r.get_frequency("g", "1GHz", {"g"}, "", "1MHz"), "p.yaml:4:4: x.g: '2MHz' out of range [0, 1MHz]");
+  // Defaults are the code's and are not checked against the bounds.
+  ParamReader d(nullptr, "y");
+  CHECK(d.get_frequency("clock", "1.5GHz", {"clock"}, "1MHz") == Approx(1.5e9));
+}
+
 TEST_CASE("engine: params fall back to defaults and record default, description, provenance", "[engine][params]") {
   ParamReader r(nullptr, "card.core_0");
   CHECK(r.get_int("corelets", 2, {"corelets per core", Provenance::Datasheet, "IBM"}) == 2);

@@ -113,6 +113,19 @@ TEST_CASE("exec cli: --no-data is timing only", "[exec][cli]") {
   CHECK(r.err.empty());
 }
 
+TEST_CASE("exec cli: a plan beyond card.memory.capacity is refused before the card runs, in both DMA models", "[exec][cli]") {
+  // The fixture's tensors start at 1 GiB. Before: the request model aborted ("double free or
+  // corruption") after the core's address error; the flow model named the core's stream only.
+  for (const char* config : {"configs/spyre.yaml", "configs/spyre_flow.yaml"}) {
+    const Result r = vspyre_run({fixture("neg_2048x1024_c32"), "--no-data", "--config",
+                                 (fs::path(VSPYRE_SOURCE_DIR) / config).string(), "-p", "card.memory.capacity=1GiB"});
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("vspyre: error: plan stage 'sdsc_0.json 0_neg' core 0 op 'Tensor0 in': its device-memory bytes "
+                     "[0x40000000, 0x400c2000) reach past card.memory.capacity (1GiB, 0x40000000)") != std::string::npos);
+  }
+}
+
 TEST_CASE("exec cli: --out writes npy files and the same seed gives identical bytes", "[exec][cli]") {
   TempDir a, b, c;
   const std::string f = fixture("relu_neg_shuffle");

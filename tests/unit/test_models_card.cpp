@@ -907,6 +907,29 @@ TEST_CASE("models: flow DMA: a stream past the end of device memory is an addres
   CHECK_THROWS_WITH(card.run(prog), Catch::Contains("read stream") && Catch::Contains("failed"));
 }
 
+TEST_CASE("models: a run abandoned by an address error leaves every core destructible (request model)", "[models]") {
+  // Core 1's load lies beyond the end; core 0's is long, so its engine is suspended inside its
+  // DMA operation (its transfer extension attached to the engine's payload) when the error ends
+  // the run. Destroying the card then freed that extension, which lives on the engine's stack:
+  // "double free or corruption", after the error had been reported.
+  // (The flow model runs on the event loop, whose engines are not SystemC threads.)
+  {
+    auto sim = make_card("configs/spyre.yaml");
+    Card& card = sim->top_as<Card>();
+    CoreOp ok, bad;
+    ok.engine = bad.engine = Engine::Load;
+    ok.addr = 1ull << 30;
+    ok.bytes = 64ull << 20;
+    bad.addr = card.memory().capacity() - 1024;
+    bad.bytes = 4096;
+    std::vector<std::vector<CoreOp>> prog(2);
+    prog[0] = {ok};
+    prog[1] = {bad};
+    CHECK_THROWS_WITH(card.run(prog), Catch::Contains("core_1") && Catch::Contains("failed"));
+    sim.reset();  // the check: no abort here
+  }
+}
+
 // The ports through which the cores reach device memory (card.memory.ports, port_bandwidth).
 
 TEST_CASE("models: cores on one memory port share its bandwidth, the other port doubles it", "[models]") {
