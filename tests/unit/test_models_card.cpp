@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "models/calendar.h"
 #include "models/card.h"
 #include "models/probes.h"
 #include "models/sc_ps.h"
@@ -905,6 +906,15 @@ TEST_CASE("models: flow DMA: a stream past the end of device memory is an addres
   std::vector<std::vector<CoreOp>> prog(1);
   prog[0] = {op};
   CHECK_THROWS_WITH(card.run(prog), Catch::Contains("read stream") && Catch::Contains("failed"));
+}
+
+TEST_CASE("models: a calendar refuses a transfer that would span millions of bins instead of filling memory", "[models]") {
+  // 1 us bins of 1 us each. 10 s of work at full rate needs 10^7 bins: past the calendar's limit
+  // (2^23), which a run reaches only with a rate or clock off by orders of magnitude.
+  BinCalendar cal(1e6, 1.0, 1.0, [](int64_t) { return 1e6; });
+  CHECK(cal.place(0, 5e6, 1.0) == Approx(5e6));  // 5 us: five bins
+  CHECK_THROWS_WITH(cal.place(0, 1e13, 1.0), Catch::Contains("bins (of 1us) past the current time on a memory calendar"));
+  CHECK_THROWS_AS(cal.place(0, 1e13, 1.0), InputError);
 }
 
 TEST_CASE("models: a run abandoned by an address error leaves every core destructible (request model)", "[models]") {
