@@ -170,7 +170,15 @@ double Card::run(std::vector<std::vector<CoreOp>> programs) {
     run_events();
   } else {
     for (Core* c : m_cores) c->go().notify(sc_core::SC_ZERO_TIME);
-    sc_core::sc_start();
+    try {
+      sc_core::sc_start();
+    } catch (const sc_core::sc_report&) {
+      // An engine thread threw: SystemC reports it as an uncaught exception of its own; rethrow
+      // the thread's (an InputError stays one, with its message).
+      for (Core* c : m_cores)
+        if (c->error()) std::rethrow_exception(c->error());
+      throw;
+    }
   }
   double end = start;
   for (Core* c : m_cores) {

@@ -221,6 +221,11 @@ struct ScopedExtension {
 };
 }  // namespace
 
+// What an address error means here: the memory answers one for a range past its end.
+static std::string where_failed(const tlm::tlm_generic_payload& trans) {
+  return trans.get_response_status() == tlm::TLM_ADDRESS_ERROR_RESPONSE ? " (past the end of card.memory.capacity)" : "";
+}
+
 static std::string hex_addr(uint64_t a) {
   char b[32];
   std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(a));
@@ -323,7 +328,7 @@ void Core::dma_send(DmaProgress& d, const DmaRequest& q, bool is_write, double b
   mem->b_transport(trans, delay);
   if (trans.is_response_error())
     throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " at 0x" + hex_addr(q.addr) +
-                     " of " + std::to_string(q.len) + " B failed: " + trans.get_response_string());
+                     " of " + std::to_string(q.len) + " B failed: " + trans.get_response_string() + where_failed(trans));
   const double done = base + time_ps(delay);
   d.window[q.slot] = done;
   d.last = std::max(d.last, done);
@@ -390,7 +395,7 @@ double Core::run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_
   mem->b_transport(trans, delay);
   if (trans.is_response_error()) {
     throw InputError(path() + ": device-memory " + (is_write ? "write" : "read") + " stream at 0x" + hex_addr(op.addr) + " of " +
-                     std::to_string(op.bytes) + " B failed: " + trans.get_response_string());
+                     std::to_string(op.bytes) + " B failed: " + trans.get_response_string() + where_failed(trans));
   }
   (is_write ? m_bytes_out : m_bytes_in) += static_cast<double>(op.bytes * dma_repeats(op.outer));
   return base + delay.to_seconds() * 1e12;
@@ -501,25 +506,32 @@ void Core::engine_thread(Engine e) {
     // By index, not iterator: a run abandoned by an error leaves this loop suspended, and the next
     // load() replaces the lists.
     const std::vector<uint32_t>& mine = m_by_engine[static_cast<int>(e)];
-    for (size_t k = 0; k < mine.size(); ++k) {
-      const uint32_t i = mine[k];
-      const CoreOp& op = m_program[i];
-      for (uint32_t d : op.deps) {
-        while (!m_done[d]) sc_core::wait(m_op_done);
-        t = std::max(t, m_results[d].end_ps);
+    try {
+      for (size_t k = 0; k < mine.size(); ++k) {
+        const uint32_t i = mine[k];
+        const CoreOp& op = m_program[i];
+        for (uint32_t d : op.deps) {
+          while (!m_done[d]) sc_core::wait(m_op_done);
+          t = std::max(t, m_results[d].end_ps);
+        }
+        const double start = t;
+        double end = start + op.extra_ps;
+        switch (e) {
+          case Engine::Load: end = run_dma(op, false, end, trans); break;
+          case Engine::Store: end = run_dma(op, true, end, trans); break;
+          case Engine::Pt:
+          case Engine::Sfp: end = compute_end(op, end); break;
+          case Engine::Ring: end = run_ring(i, start); break;  // recorded by its last step
+        }
+        if (e != Engine::Ring) finish_op(i, start, end);
+        t = end;
+        sync_if_ahead(t, m_quantum_ps);
       }
-      const double start = t;
-      double end = start + op.extra_ps;
-      switch (e) {
-        case Engine::Load: end = run_dma(op, false, end, trans); break;
-        case Engine::Store: end = run_dma(op, true, end, trans); break;
-        case Engine::Pt:
-        case Engine::Sfp: end = compute_end(op, end); break;
-        case Engine::Ring: end = run_ring(i, start); break;  // recorded by its last step
-      }
-      if (e != Engine::Ring) finish_op(i, start, end);
-      t = end;
-      sync_if_ahead(t, m_quantum_ps);
+    } catch (const sc_core::sc_unwind_exception&) {
+      throw;  // SystemC's own: a thread being killed or reset
+    } catch (...) {
+      if (!m_error) m_error = std::current_exception();
+      throw;  // SystemC ends the thread and sc_start reports it
     }
   }
 }

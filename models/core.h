@@ -8,6 +8,7 @@
 // saturating device memory), the PT array pays fill and drain per pass, the SFP streams lanes.
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -136,6 +137,9 @@ class Core : public Component {
   // dma.op_jitter (Card::run derives it from card.launch_seed and the launch's number).
   void load(std::vector<CoreOp> program, double start_ps, uint64_t launch_key = 0);
   bool finished() const { return m_remaining == 0; }
+  // The exception that ended one of this core's engine threads (SystemC reports it from
+  // sc_start as its own error; Card::run rethrows this one, with its type and message).
+  std::exception_ptr error() const { return m_error; }
   const std::vector<CoreOp>& program() const { return m_program; }  // the loaded program
   const std::vector<OpResult>& results() const { return m_results; }
   double start_ps() const { return m_start_ps; }
@@ -228,6 +232,7 @@ class Core : public Component {
   std::vector<uint32_t> m_by_engine[kEngineCount];  // each engine's operations, in program order
   std::vector<OpResult> m_results;
   std::vector<char> m_done;
+  std::exception_ptr m_error;
   size_t m_remaining = 0;
   uint64_t m_generation = 0;  // bumped per load(), so an engine never misses a start
   double m_start_ps = 0, m_finish_ps = 0;
