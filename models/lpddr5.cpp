@@ -45,14 +45,23 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   auto ns = [&](const char* key, const char* def, const char* desc) {
     return p.get_time(key, def, {desc, Provenance::Estimate, "LPDDR5 JEDEC-class timing (preset)"}).to_ps(data_rate * 1e6 / 8);
   };
-  m_t.t_rcd = ns("t_rcd", "18ns", "activate to column command");
-  m_t.t_rp = ns("t_rp", "18ns", "precharge");
-  m_t.t_rl = ns("t_rl", "18ns", "read latency, command to first data");
-  m_t.t_wl = ns("t_wl", "9ns", "write latency, command to first data");
-  m_t.t_wtr = ns("t_wtr", "12ns", "end of write data to read command");
-  m_t.t_rtw = ns("t_rtw", "10ns", "read to write bus turnaround");
-  m_t.t_wr = ns("t_wr", "34ns", "write recovery: end of write data to precharge of that row");
-  m_t.t_rfc = ns("t_rfc", "280ns", "all-bank refresh cycle time");
+  // A device timing (tens of ns on LPDDR5) past 10 us is a unit typed wrong: every request would
+  // take that long, and a kernel's transfers would reach past what the calendars hold.
+  auto dram_ns = [&](const char* key, const char* def, const char* desc) {
+    const double v = ns(key, def, desc);
+    if (v > 1e7)
+      throw ConfigError(SourceLoc{path()}, path() + "." + key + ": " + format_time_ps(v) +
+                                               " is past 10us, the longest device timing this model takes");
+    return v;
+  };
+  m_t.t_rcd = dram_ns("t_rcd", "18ns", "activate to column command");
+  m_t.t_rp = dram_ns("t_rp", "18ns", "precharge");
+  m_t.t_rl = dram_ns("t_rl", "18ns", "read latency, command to first data");
+  m_t.t_wl = dram_ns("t_wl", "9ns", "write latency, command to first data");
+  m_t.t_wtr = dram_ns("t_wtr", "12ns", "end of write data to read command");
+  m_t.t_rtw = dram_ns("t_rtw", "10ns", "read to write bus turnaround");
+  m_t.t_wr = dram_ns("t_wr", "34ns", "write recovery: end of write data to precharge of that row");
+  m_t.t_rfc = dram_ns("t_rfc", "280ns", "all-bank refresh cycle time");
   m_t.t_refi = ns("t_refi", "3906ns", "average refresh interval");
   // A controller may postpone and pull in refreshes (LPDDR5 allows up to 8 each way) and a card's
   // kernel starts at no particular phase of them, so a card's measured time is an average over
@@ -66,8 +75,8 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                     "t_refi at a time staggered across the banks (the average over refresh phases); windows: each "
                     "channel's all-bank refresh at fixed times, staggered by channel",
                     Provenance::Estimate}) == "spread";
-  m_t.t_hide = ns("t_hide", "25ns", "part of a row miss (precharge + activate) the controller overlaps with other transfers");
-  m_t.t_frontend = ns("t_frontend", "60ns", "memory controller plus on-chip network latency, each way");
+  m_t.t_hide = dram_ns("t_hide", "25ns", "part of a row miss (precharge + activate) the controller overlaps with other transfers");
+  m_t.t_frontend = dram_ns("t_frontend", "60ns", "memory controller plus on-chip network latency, each way");
   // A bin is also the window over which reads and writes sharing a channel are counted as mixed
   // (turnarounds): 1 us is about the depth of the controller's queues when 32 cores stream (each
   // keeps `outstanding` requests in flight), so traffic that alternates direction every few
