@@ -405,12 +405,22 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
   StatGroup& ms = card.memory().stats();
   const double moved0 = ms.get("bytes_read") + ms.get("bytes_written");
   double moved_extra = 0;  // the memory's bytes in tiles card.sample skipped (estimated)
+  // Every stage's programs first, checked, before the card runs any: a plan's error is named
+  // before the card has simulated anything (and before any engine thread has run, whose stacks
+  // AddressSanitizer loses track of).
+  std::vector<std::vector<std::vector<CoreOp>>> programs;
+  programs.reserve(static_cast<size_t>(plan.stages_size()));
   for (const auto& stage : plan.stages()) {
-    auto progs = stage_programs(stage);
+    programs.push_back(stage_programs(stage));
+    const auto& progs = programs.back();
     if (progs.size() > n)
       throw InputError("plan stage '" + stage.name() + "' uses core " + std::to_string(progs.size() - 1) +
                        " but the card has " + std::to_string(n) + " cores");
     check_addresses(stage, progs, card.memory().capacity());
+  }
+  for (int si = 0; si < plan.stages_size(); ++si) {
+    const plan::Stage& stage = plan.stages(si);
+    auto progs = std::move(programs[static_cast<size_t>(si)]);
     const size_t cores = progs.size();
     const StageSample smp = sample_stage(stage, card.sample(), progs);
     const double start = card.now_ps();

@@ -1,6 +1,10 @@
 #include "models/probes.h"
 
 #include <cstdio>
+#include <string>
+
+#include "sim/engine/error.h"
+#include "sim/engine/units.h"
 
 namespace vspyre {
 namespace {
@@ -37,6 +41,10 @@ double gbps(double bytes, double ps) { return ps > 0 ? bytes / ps * 1e3 : 0.0; }
 
 nlohmann::json probe_memory(Card& card) {
   const auto n = static_cast<uint32_t>(card.cores().size());
+  // Each core streams in a region of its own (stream()): the card needs them all.
+  if (static_cast<uint64_t>(n) * kRegion > card.memory().capacity())
+    throw InputError("probe memory: " + std::to_string(n) + " cores x " + format_size(kRegion) +
+                     " regions need more than card.memory.capacity (" + format_size(card.memory().capacity()) + ")");
   // Enough traffic that refresh and row effects average out: 2 MiB per core, at least 64 MiB.
   const uint64_t per_core = std::max<uint64_t>(2ull << 20, (64ull << 20) / n);
   nlohmann::json out;
