@@ -146,13 +146,13 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   // The calendars take work in bins and count a bin full when less than a stick's bus time is
   // left: a bin that cannot hold one stick (after refresh's share) is full from the start, and a
   // transfer would look for room forever.
-  if (const double stick_ps = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
-      stick_ps > m_t.bin * (1.0 - m_t.t_rfc / m_t.t_refi)) {
+  m_min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;  // a stick's bus time on a channel
+  if (m_min_free > m_t.bin * (1.0 - m_t.t_rfc / m_t.t_refi)) {
     char rate[32];
     std::snprintf(rate, sizeof rate, "%g", data_rate);
     throw ConfigError(SourceLoc{path()}, path() + ".bin: " + format_time_ps(m_t.bin) +
                                              " holds less than one 128 B stick's bus time on a channel (" +
-                                             format_time_ps(stick_ps) + " at data_rate_mtps " + rate +
+                                             format_time_ps(m_min_free) + " at data_rate_mtps " + rate +
                                              ", less refresh's share): raise the bin or the data rate");
   }
   // Each channel keeps history / bin bins.
@@ -183,9 +183,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
     if (tracing()) ch.track = trace()->track("memory", "channel_" + std::to_string(c));
   }
   if (tracing()) m_flow_track = trace()->track("memory", "streams");
-  const double min_free = static_cast<double>(kStickBytes) * m_t.ps_per_byte;
-  m_min_free = min_free;
-  m_flow = std::make_unique<BinCalendar>(m_t.bin, static_cast<double>(m_t.channels), min_free, [this](int64_t k) {
+  m_flow = std::make_unique<BinCalendar>(m_t.bin, static_cast<double>(m_t.channels), m_min_free, [this](int64_t k) {
     double cap = 0;
     for (const Channel& ch : m_channels) cap += bin_capacity(ch, k);
     return cap;
@@ -205,9 +203,9 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (ports > 0 && !(port_bw > 0))
     throw ConfigError(SourceLoc{path()}, path() + ".port_bandwidth: must be positive when ports > 0");
   if (ports > 0) m_port_ps_per_byte = 1e12 / port_bw;
-  if (ports > 0 && static_cast<double>(kStickBytes) * m_port_ps_per_byte > m_t.bin)
-    throw ConfigError(SourceLoc{path()}, path() + ".port_bandwidth: a 128 B stick takes " +
-                                             format_time_ps(static_cast<double>(kStickBytes) * m_port_ps_per_byte) +
+  const double port_stick_ps = static_cast<double>(kStickBytes) * m_port_ps_per_byte;  // a port's min_free
+  if (ports > 0 && port_stick_ps > m_t.bin)
+    throw ConfigError(SourceLoc{path()}, path() + ".port_bandwidth: a 128 B stick takes " + format_time_ps(port_stick_ps) +
                                              " at the port, longer than a calendar bin (bin " + format_time_ps(m_t.bin) +
                                              "): raise port_bandwidth or the bin");
   // Each request also holds its port a fixed time (0: bytes only).
@@ -221,7 +219,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   for (size_t i = 0; i < m_ports.size(); ++i) {
     StatGroup& g = stats().group("port_" + std::to_string(i));
     for (int d = 0; d < 2; ++d) {
-      m_ports[i].dir[d] = std::make_unique<BinCalendar>(m_t.bin, 1.0, static_cast<double>(kStickBytes) * m_port_ps_per_byte,
+      m_ports[i].dir[d] = std::make_unique<BinCalendar>(m_t.bin, 1.0, port_stick_ps,
                                                         [this](int64_t) { return m_t.bin; });
       m_ports[i].bytes[d] = &g.scalar(d ? "bytes_written" : "bytes_read", "B",
                                       d ? "bytes the cores of this port wrote" : "bytes this port delivered to its cores");
@@ -1042,11 +1040,7 @@ void Lpddr5::b_transport(int, tlm::tlm_generic_payload& trans, sc_core::sc_time&
   const bool wr = trans.is_write();
   const double now = time_ps(sc_core::sc_time_stamp() + delay);
   if (const auto* x = trans.get_extension<TransferExt>(); x && x->stream) {
-    const uint64_t run = x->run_bytes ? x->run_bytes : x->stream_bytes;
-    const uint64_t runs = run ? (x->stream_bytes + run - 1) / run : 0;
-    uint64_t extent = runs ? (runs - 1) * (x->run_bytes ? x->stride : 0) + (x->stream_bytes - (runs - 1) * run) : 0;
-    if (x->outer)
-      for (const DmaLevel& l : *x->outer) extent += (l.count ? l.count - 1 : 0) * l.stride;
+    const uint64_t extent = dma_extent(x->stream_bytes, x->run_bytes, x->stride, x->outer);
     if (x->stream_bytes == 0 || addr + extent > m_capacity || addr + extent < addr) {
       trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
       return;

@@ -362,15 +362,6 @@ StageSample sample_stage(const plan::Stage& stage, const SampleParams& sp, std::
   return s;
 }
 
-// The bytes past `op.addr` that a DMA operation reaches: its last piece's last run's end.
-uint64_t dma_extent(const CoreOp& op) {
-  const uint64_t run = op.run_bytes ? op.run_bytes : op.bytes;
-  const uint64_t runs = run ? (op.bytes + run - 1) / run : 0;
-  uint64_t e = runs ? (runs - 1) * (op.run_bytes ? op.stride : 0) + (op.bytes - (runs - 1) * run) : 0;
-  for (const DmaLevel& l : op.outer) e += (l.count ? l.count - 1 : 0) * l.stride;
-  return e;
-}
-
 std::string hex(uint64_t a) {
   char b[32];
   std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(a));
@@ -384,7 +375,7 @@ void check_addresses(const plan::Stage& stage, const std::vector<std::vector<Cor
   for (size_t c = 0; c < progs.size(); ++c)
     for (const CoreOp& op : progs[c]) {
       if ((op.engine != Engine::Load && op.engine != Engine::Store) || op.bytes == 0) continue;
-      const uint64_t end = op.addr + dma_extent(op);
+      const uint64_t end = op.addr + dma_extent(op.bytes, op.run_bytes, op.stride, &op.outer);
       if (end <= capacity && end >= op.addr) continue;
       throw InputError("plan stage '" + stage.name() + "' core " + std::to_string(c) + " op '" + op.name +
                        "': its device-memory bytes [" + hex(op.addr) + ", " + hex(end) +

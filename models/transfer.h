@@ -35,6 +35,18 @@ inline uint64_t dma_piece_offset(const std::vector<DmaLevel>& outer, uint64_t p)
   return off;
 }
 
+// The bytes past its start address that a strided transfer reaches: `bytes` in runs of
+// `run_bytes` (0: one run) `stride` apart, that piece repeated over the outer levels; the end of
+// its last piece's last run.
+inline uint64_t dma_extent(uint64_t bytes, uint64_t run_bytes, uint64_t stride, const std::vector<DmaLevel>* outer) {
+  const uint64_t run = run_bytes ? run_bytes : bytes;
+  const uint64_t runs = run ? (bytes + run - 1) / run : 0;
+  uint64_t e = runs ? (runs - 1) * (run_bytes ? stride : 0) + (bytes - (runs - 1) * run) : 0;
+  if (outer)
+    for (const DmaLevel& l : *outer) e += (l.count ? l.count - 1 : 0) * l.stride;
+  return e;
+}
+
 // Who sent a transaction and, for ring transfers, where it goes.
 struct TransferExt : tlm::tlm_extension<TransferExt> {
   CoreId src{0};

@@ -46,6 +46,20 @@ void as_streams(std::initializer_list<TransferExt*> xs) {
   }
 }
 
+// Core 0's flow-model stream of `sticks` one-stick runs `stride` apart (a stick column), in
+// 4 KiB requests, `outstanding` in flight.
+TransferExt stick_column(uint64_t sticks, uint64_t stride, uint32_t outstanding) {
+  TransferExt x;
+  x.src = static_cast<CoreId>(0);
+  x.stream = true;
+  x.stream_bytes = sticks * 128;
+  x.run_bytes = 128;
+  x.request_bytes = 4096;
+  x.outstanding = outstanding;
+  x.stride = stride;
+  return x;
+}
+
 // A memory probe's read bandwidth on `cores` cores (0 when the probe has no such row).
 double read_GBps_at(const nlohmann::json& probe, int cores) {
   for (const auto& row : probe["per_cores"])
@@ -746,14 +760,7 @@ TEST_CASE("models: flow DMA: a stream is no faster than its busiest channel", "[
   Lpddr5& mem = sim->top_as<Card>().memory();
   const auto& t = mem.timing();
   const uint64_t stripe = t.interleave * t.channels;
-  TransferExt x;
-  x.src = static_cast<CoreId>(0);
-  x.stream = true;
-  x.stream_bytes = 1 << 20;
-  x.run_bytes = 128;
-  x.request_bytes = 4096;
-  x.outstanding = 96;
-  x.stride = stripe;
+  TransferExt x = stick_column((1 << 20) / 128, stripe, 96);
   const double t0 = 1e6;
   const double one = mem.stream(x, 1ull << 30, false, t0) - t0;
   x.stride = t.interleave;
@@ -788,14 +795,7 @@ TEST_CASE("models: channel_xor spreads a stick column that sits on one channel o
   };
   auto stream = [&](Simulation& sim) {
     Lpddr5& mem = sim.top_as<Card>().memory();
-    TransferExt x;
-    x.src = static_cast<CoreId>(0);
-    x.stream = true;
-    x.stream_bytes = 512 * 128;
-    x.run_bytes = 128;
-    x.request_bytes = 4096;
-    x.outstanding = 96;
-    x.stride = stride;
+    const TransferExt x = stick_column(512, stride, 96);
     const double done = mem.stream(x, base, false, t0);
     CHECK(mem.stats().get("bytes_read") == Approx(512 * 128));
     return done - t0;
@@ -829,14 +829,7 @@ TEST_CASE("models: a memory of one channel or one bank, hashed, serves every add
       for (uint64_t i = 0; i < 8; ++i) done = std::max(done, mem.access((1ull << 34) + i * (1ull << 26), 4096, false, t0));
       CHECK(done > t0);
       CHECK(done < t0 + 1e8);
-      TransferExt x;
-      x.src = static_cast<CoreId>(0);
-      x.stream = true;
-      x.stream_bytes = 64 * 128;
-      x.run_bytes = 128;
-      x.request_bytes = 4096;
-      x.outstanding = 3;
-      x.stride = 1ull << 20;
+      const TransferExt x = stick_column(64, 1ull << 20, 3);
       const double end = mem.stream(x, 1ull << 35, false, done);
       CHECK(end > done);
       CHECK(end < done + 1e8);
