@@ -747,19 +747,21 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     m_mix[1] *= decay;
     m_mix_t = t_arrive;
   }
-  // A read with an identical stream in flight (another core's, issued within coalesce_window)
-  // is delivered with it: it reaches no bank, so it neither opens nor closes a row and adds
-  // nothing to the device's read/write mix (as access() serves a coalesced request). One that
-  // arrives later, while that stream is still being read, catches up with it if its own pace is
-  // faster (catch_up_requests): it reads the requests before that point itself, as a stream of
-  // its own, and the rest with the other. (Without it, a core only 5 us behind another on a
-  // shared operand read the whole operand again, and on a busy device each such read was slower,
-  // so the next core fell further behind: 32-core matmuls whose cores share their activation came
-  // out up to 2.3x the request model's, bench/validation/README.md, stop 39.)
+  // A read with an identical stream of another core issued within coalesce_window, or still
+  // being read, is delivered with it: it reaches no bank, so it neither opens nor closes a row and
+  // adds nothing to the device's read/write mix (as access() serves a coalesced request). Joining
+  // a stream in flight stands for what the request model does request by request: the cores that
+  // share an operand stay in step there, because every core's requests get their share of the
+  // bus, so each one's request k meets the others' request k. Here whole streams take the bus in
+  // the order they arrive (at up to their requester's pace), so identical streams of cores in
+  // different groups ended up to 2x apart (the stick-by-stick operand of bmm_b1_1024x2048x1024 on
+  // 32 cores: 58-112 us for the same 256 KiB) and the followers 8-43 us behind their leader read
+  // the operand again: 16.7 MB where the request model reads 8.4 (bench/validation/README.md,
+  // stop 44; until then such a follower read the requests before it caught up itself).
+  // A read arriving after the stream it matches is done reads it all itself.
   uint64_t key = (addr * 1315423911ull) ^ (bytes * 2654435761ull) ^ (run << 7) ^ stride;
   if (x.outer)
     for (const DmaLevel& l : *x.outer) key = key * 31 + l.count * 7919 + l.stride;
-  uint64_t own_bytes = bytes, own_requests = requests;  // what this stream reads itself
   if (m_t.coalesce_window > 0) {
     if (is_write) {
       m_flow_recent.erase(key);
@@ -767,18 +769,11 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
                it && it->addr == addr && it->bytes == bytes && it->run == run && it->stride == stride &&
                other_requester(it->src, requester(&x))) {
       const double gap = t_arrive - it->issued;
-      if (std::abs(gap) <= m_t.coalesce_window) return coalesced_stream(x, *it, bytes, req, requests, t_arrive);
-      if (gap > 0 && t_arrive < it->done && requests > 1) {
-        const uint64_t k = catch_up_requests(x, *it, req, run, runs > 1, requests, gap);
-        if (k < requests) {
-          own_requests = k;
-          own_bytes = static_cast<uint64_t>(static_cast<double>(bytes) * static_cast<double>(k) / static_cast<double>(requests));
-        }
-      }
+      if (std::abs(gap) <= m_t.coalesce_window || (gap > 0 && t_arrive < it->done))
+        return coalesced_stream(x, *it, bytes, req, requests, t_arrive);
     }
   }
-  const bool joins = own_requests < requests;
-  m_mix[is_write ? 1 : 0] += static_cast<double>(own_bytes);  // about the bytes of the last mix_window
+  m_mix[is_write ? 1 : 0] += static_cast<double>(bytes);  // about the bytes of the last mix_window
   const uint32_t il_sh = m_il_shift, nch_sh = m_nch_shift, rb_sh = m_row_shift;
   // Every run of the stream covers whole stripes of every channel (starts and ends on a multiple
   // of interleave x channels): each channel then sees the same rows in the same order, and while
@@ -911,9 +906,9 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
     const uint64_t a0 = run_at(runs - 1, len);
     if (len) walk(a0, len, false);
   }
-  const double scale = sampled_bytes ? static_cast<double>(own_bytes) / static_cast<double>(sampled_bytes) : 0.0;
+  const double scale = sampled_bytes ? static_cast<double>(bytes) / static_cast<double>(sampled_bytes) : 0.0;
   const double n_miss = static_cast<double>(misses) * scale, n_pieces = static_cast<double>(chunks) * scale;
-  const double miss_frac = own_requests ? std::min(1.0, n_miss / static_cast<double>(own_requests)) : 0.0;
+  const double miss_frac = requests ? std::min(1.0, n_miss / static_cast<double>(requests)) : 0.0;
   // The requester's rate: `outstanding` requests in flight over one round trip, and one issue
   // per issue interval.
   // The refresh wait in it is a lone request's; under load the backlog a refresh leaves takes
@@ -937,13 +932,13 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   }
   const double r_rd = m_mix[0], r_wr = m_mix[1];
   const double mix = r_rd + r_wr > 0 ? std::min(r_rd, r_wr) / (r_rd + r_wr) : 0.0;
-  const double pairs = static_cast<double>(own_bytes) * mix / static_cast<double>(m_t.write_batch);
+  const double pairs = static_cast<double>(bytes) * mix / static_cast<double>(m_t.write_batch);
   m_turnarounds += pairs;
-  const double need = static_cast<double>(own_bytes) * m_t.ps_per_byte + exposed_sum * scale + pairs * turnaround_pair_ps(m_t);
+  const double need = static_cast<double>(bytes) * m_t.ps_per_byte + exposed_sum * scale + pairs * turnaround_pair_ps(m_t);
   const double t = t_arrive;
   // The first data needs the command and, for a new row, the activate.
   const double ready = t + (is_write ? m_t.t_wl : m_t.t_rl) + (misses ? m_t.t_rcd : 0.0);
-  const double rate_bus = rate_bytes * need / static_cast<double>(std::max<uint64_t>(own_bytes, 1));
+  const double rate_bus = rate_bytes * need / static_cast<double>(std::max<uint64_t>(bytes, 1));
   // The stream also crosses its port; it is done when both have carried it. (Slowing its bus
   // share to the port's pace instead spreads every stream thin over the bus calendar and
   // serialises them: all 32 cores' amax took 182 us behind one 170 GB/s port, against 128 us
@@ -951,23 +946,17 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   prune_calendars();
   double port_end = 0;
   Port* const port = port_of(&x);
-  if (port) port_end = cross_port(*port, is_write, own_bytes, own_requests, t, port_pace(rate_bytes, own_bytes, own_requests));
+  if (port) port_end = cross_port(*port, is_write, bytes, requests, t, port_pace(rate_bytes, bytes, requests));
   const double end = std::max(m_flow->place(ready, need, rate_bus), port_end);
-  add_load(ready, end, static_cast<double>(own_bytes));
+  add_load(ready, end, static_cast<double>(bytes));
   double finish = end + m_t.t_frontend;
   m_row_misses += n_miss;
   m_row_hits += std::max(0.0, n_pieces - n_miss);
-  for (Channel& ch : m_channels) *(is_write ? ch.bytes_written : ch.bytes_read) += static_cast<double>(own_bytes) / static_cast<double>(nch);
-  (is_write ? m_bytes_written : m_bytes_read) += static_cast<double>(own_bytes);
+  for (Channel& ch : m_channels) *(is_write ? ch.bytes_written : ch.bytes_read) += static_cast<double>(bytes) / static_cast<double>(nch);
+  (is_write ? m_bytes_written : m_bytes_read) += static_cast<double>(bytes);
   if (tracing()) trace()->complete(m_flow_track, is_write ? "wr" : "rd", ready, end - ready);
-  (is_write ? m_writes : m_reads) += static_cast<double>(own_requests);
+  (is_write ? m_writes : m_reads) += static_cast<double>(requests);
   m_last_done.max_with(finish);
-  if (joins) {
-    // The rest rides with the stream it caught up with (still in the table: nothing was inserted
-    // since it was found), which stays the one later readers meet.
-    if (FlowRecent* it = m_flow_recent.find(key))
-      return std::max(finish, coalesced_stream(x, *it, bytes - own_bytes, req, requests - own_requests, t_arrive));
-  }
   if (!is_write && m_t.coalesce_window > 0) {
     m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x), port_bit(port)}, t,
                                    m_t.history + m_t.coalesce_window, 65536);
@@ -976,22 +965,6 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes),
                static_cast<unsigned long long>(run), finish / 1e3);
   return finish;
-}
-
-uint64_t Lpddr5::catch_up_requests(const TransferExt& x, const FlowRecent& leader, uint64_t req, uint64_t run,
-                                   bool several_runs, uint64_t requests, double gap) const {
-  // A follower that arrives after the coalescing window but while the identical stream it follows
-  // is still being read: request by request (as access() serves it), its request k meets the
-  // leader's request k when they are within the window. The leader's requests spread evenly over
-  // its stream's time; the follower issues at its own unloaded pace. If that is faster, the gap
-  // closes by the difference per request, and from request k on its requests coalesce; before
-  // that it reads them itself. Otherwise it never catches up (k = requests).
-  const double K = static_cast<double>(requests);
-  const double p_lead = (leader.done - leader.issued) / K;
-  const double p_own = static_cast<double>(req) / unloaded_rate(x, req, run, several_runs);
-  if (!(p_lead > p_own)) return requests;
-  const double k = std::ceil(std::max(0.0, gap - m_t.coalesce_window) / (p_lead - p_own));
-  return k >= K ? requests : static_cast<uint64_t>(k);
 }
 
 double Lpddr5::requester_rate(const TransferExt& x, uint64_t req, uint64_t run, bool several_runs, double lat) const {

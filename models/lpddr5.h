@@ -242,16 +242,11 @@ class Lpddr5 : public Component {
   // Kept for history + coalesce_window of issue times (RecentTable): older reads cannot coalesce
   // with any read the calendars (which forget bins older than history) still place.
   RecentTable<FlowRecent> m_flow_recent;
-  // stream(): how many of its requests a follower arriving `gap` after an identical stream's
-  // issue reads itself before it catches up with it (requests: never).
-  uint64_t catch_up_requests(const TransferExt& x, const FlowRecent& leader, uint64_t req, uint64_t run,
-                             bool several_runs, uint64_t requests, double gap) const;
   // A requester's pace over a round trip `lat`: `outstanding` requests of `req` bytes per round
   // trip (with dma.run_order serial and several runs, one run per round trip per window), and no
   // faster than one request per issue interval (stream() and coalesced_stream()).
   double requester_rate(const TransferExt& x, uint64_t req, uint64_t run, bool several_runs, double lat) const;
-  // Its pace over a row hit's round trip on an idle device (a coalesced copy's, and a follower's
-  // while it catches up).
+  // Its pace over a row hit's round trip on an idle device (a coalesced copy's).
   double unloaded_rate(const TransferExt& x, uint64_t req, uint64_t run, bool several_runs) const;
   // A read stream served with `leader`, an identical one in flight (stream()).
   double coalesced_stream(const TransferExt& x, FlowRecent& leader, uint64_t bytes, uint64_t req, uint64_t requests, double t);
