@@ -299,7 +299,7 @@ TEST_CASE("models: a coalesced read stream reaches no bank: it neither opens nor
   CHECK(mem.stats().get("row_hits") > hits);
 }
 
-TEST_CASE("models: a flow read stream that comes while an identical one is still being read joins it; one that comes after reads it all",
+TEST_CASE("models: a flow read stream that comes while an identical one is still being read joins it, and one that comes after reads it all",
           "[models]") {
   // Core 0's 64 KiB read queues behind 48 MiB of other cores' reads, so it is read over far more
   // than the coalescing window. Core 1 asks for the same stream 1 us after the window, while core
