@@ -958,8 +958,10 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
   (is_write ? m_writes : m_reads) += static_cast<double>(requests);
   m_last_done.max_with(finish);
   if (!is_write && m_t.coalesce_window > 0) {
+    // Kept while a read can still join it (m_flow_span).
+    m_flow_span = std::max(m_flow_span, std::max(m_t.history, finish - t) + m_t.coalesce_window);
     m_flow_recent.insert_or_assign(key, FlowRecent{addr, bytes, run, stride, t, finish, requester(&x), port_bit(port)}, t,
-                                   m_t.history + m_t.coalesce_window, 65536);
+                                   m_flow_span, 65536);
   }
   VSPYRE_DEBUG(g_dbg, t_ps, "stream %s 0x%llx %llu B (run %llu) -> done %.1f ns", is_write ? "wr" : "rd",
                static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes),

@@ -239,9 +239,11 @@ class Lpddr5 : public Component {
   // it was issued and when its data was delivered.
   // `ports`: the ports its data has crossed (bit i: port i), each once.
   struct FlowRecent { uint64_t addr = 0, bytes = 0, run = 0, stride = 0; double issued = 0, done = 0; int64_t src = -1; uint64_t ports = 0; };
-  // Kept for history + coalesce_window of issue times (RecentTable): older reads cannot coalesce
-  // with any read the calendars (which forget bins older than history) still place.
+  // Kept (RecentTable) for m_flow_span after issue: history + coalesce_window, or the longest
+  // stream's time so far + coalesce_window, so that a read in flight can be joined until it is
+  // done (the span only grows: an entry is never dropped by a later insertion's shorter span).
   RecentTable<FlowRecent> m_flow_recent;
+  double m_flow_span = 0;
   // A requester's pace over a round trip `lat`: `outstanding` requests of `req` bytes per round
   // trip (with dma.run_order serial and several runs, one run per round trip per window), and no
   // faster than one request per issue interval (stream() and coalesced_stream()).

@@ -328,23 +328,39 @@ TEST_CASE("models: a flow read stream that comes while an identical one is still
   CHECK(mem.stats().get("coalesced_reads") == Approx(1));
   CHECK(mem.stats().get("bytes_read") == Approx(loaded + 65536));  // nothing read again
   CHECK(follow >= lead);
+  // Core 3 comes 130 us after core 0's issue, with other reads inserted in between (at 60 and
+  // 120 us, more than history + coalesce_window apart): core 0's stream is still being read, so
+  // core 3 joins it too; the table of recent reads keeps a stream for as long as it is read.
+  REQUIRE(t.history + t.coalesce_window < 60e6);
+  REQUIRE(lead > t0 + 140e6);
+  TransferExt d, e, f;
+  d.src = static_cast<CoreId>(3);
+  e.src = static_cast<CoreId>(20);
+  f.src = static_cast<CoreId>(21);
+  as_streams({&d, &e, &f});
+  mem.stream(e, 1ull << 30, false, t0 + 60e6);
+  mem.stream(f, (1ull << 30) + (1u << 20), false, t0 + 120e6);
+  const double other = mem.stats().get("bytes_read");
+  mem.stream(d, 8 << 20, false, t0 + 130e6);
+  CHECK(mem.stats().get("coalesced_reads") == Approx(2));
+  CHECK(mem.stats().get("bytes_read") == Approx(other));
   mem.stream(c, 8 << 20, false, lead + 1e6);  // after core 0's stream is done: all of it again
-  CHECK(mem.stats().get("coalesced_reads") == Approx(1));
-  CHECK(mem.stats().get("bytes_read") == Approx(loaded + 2 * 65536));
+  CHECK(mem.stats().get("coalesced_reads") == Approx(2));
+  CHECK(mem.stats().get("bytes_read") == Approx(other + 65536));
 
   // A follower slower than the stream it joins (one request in flight against three, on an idle
   // device) takes the data at its own pace: it is done later than the stream, and reads nothing.
   auto idle_sim = make_card("configs/spyre_flow.yaml");
   Lpddr5& idle = idle_sim->top_as<Card>().memory();
-  TransferExt d = a, e = b;
-  d.stream_bytes = e.stream_bytes = 8u << 20;  // long enough to be in flight past the window
-  e.outstanding = 1;
-  const double d_end = idle.stream(d, 8 << 20, false, t0);
-  REQUIRE(d_end - t0 > t.coalesce_window + 2e6);
-  const double e_end = idle.stream(e, 8 << 20, false, t0 + t.coalesce_window + 1e6);
+  TransferExt g = a, h = b;
+  g.stream_bytes = h.stream_bytes = 8u << 20;  // long enough to be in flight past the window
+  h.outstanding = 1;
+  const double g_end = idle.stream(g, 8 << 20, false, t0);
+  REQUIRE(g_end - t0 > t.coalesce_window + 2e6);
+  const double h_end = idle.stream(h, 8 << 20, false, t0 + t.coalesce_window + 1e6);
   CHECK(idle.stats().get("coalesced_reads") == Approx(1));
   CHECK(idle.stats().get("bytes_read") == Approx(8u << 20));
-  CHECK(e_end > d_end);
+  CHECK(h_end > g_end);
 }
 
 TEST_CASE("models: the flow model's channels split by an odd stream become uniform again, as exact as walking each", "[models]") {
