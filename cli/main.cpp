@@ -1,5 +1,6 @@
 // The `vspyre` command. Exit codes: 0 success, 1 bad input (one clear line on stderr), 2 internal error.
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <chrono>
@@ -55,8 +56,9 @@ const char* kDescribeHelp =
     "usage: vspyre describe [--config FILE] [-p key.path=value ...] [--json]\n"
     "\n"
     "Lists every registered component type and every parameter the code reads, with its unit kind,\n"
-    "default, provenance (datasheet, measured, derived, estimate) and description. With --config,\n"
-    "also the value the config gives and where it comes from.\n";
+    "the code's default, provenance (datasheet, measured, derived, estimate) and description, and\n"
+    "the value the card has: the config's (without --config the default card's, configs/spyre.yaml\n"
+    "or $VSPYRE_CONFIG) after any -p, with its provenance and source where the config gives them.\n";
 
 const char* kProbeHelp =
     "usage: vspyre probe memory|ring|pcie|pt [--config FILE] [-p key.path=value ...] [--json]\n"
@@ -72,7 +74,7 @@ const char* kProbeHelp =
 const char* kRunHelp =
     "usage: vspyre run BUNDLE_DIR [--config FILE] [-p key.path=value ...] [--out DIR] [--json]\n"
     "                  [--trace FILE] [--dump-plan FILE] [--no-data] [--seed N]\n"
-    "                  [--input NAME=FILE.npy ...] [--repeat N] [--debug FLAGS]\n"
+    "                  [--input NAME=FILE.npy ...] [--repeat N] [--host-times] [--debug FLAGS]\n"
     "\n"
     "Loads the bundle (BUNDLE_DIR/bundle.mlir and the sdsc_*.json files it names), lowers it to a\n"
     "per-core plan (DMA in, compute on PT or SFP, DMA out, ring combines, one launch cost) and runs\n"
@@ -88,8 +90,8 @@ const char* kRunHelp =
     "is reported, not an error: the exit code stays 0.\n"
     "\n"
     "  --json            one JSON object: kernel_time_us, cores_used, per_core, bytes, bottleneck,\n"
-    "                    data {seed, host_seconds, tensors [{arg, offset, label, role, shape, check}],\n"
-    "                    all_pass}; a tensor the bundle addresses at arg<i> + offset (a slice, half\n"
+    "                    data {seed, tensors [{arg, offset, label, role, shape, check}], all_pass,\n"
+    "                    host}; a tensor the bundle addresses at arg<i> + offset (a slice, half\n"
     "                    a cat) is its own entry, labelled arg<i>+<offset>\n"
     "  --out DIR         write stats.json, trace.json and config.resolved.yaml into DIR; with data,\n"
     "                    also <label>_input.npy / <label>_output.npy (host order, fp32)\n"
@@ -100,6 +102,9 @@ const char* kRunHelp =
     "                    the same seed gives bit-identical outputs\n"
     "  --input NAME=FILE.npy  values of kernel input NAME (arg<i>, i or arg<i>+<offset>) from a\n"
     "                    float16/32/64 .npy of the input's logical shape\n"
+    "  --host-times      also report the host's seconds for data (executor, ops, total) in the text,\n"
+    "                    in --json's data.host and in stats.json; without it (data.host null) the\n"
+    "                    output is the same, byte for byte, on every run of one plan, config and seed\n"
     "  --repeat N        run the kernel N times back to back on one card (1-1000, default 1), as a\n"
     "                    card is timed (a median over repetitions) and as the runtime shim runs a\n"
     "                    kernel launched again: each run finds the DRAM rows, refresh phase and\n"
@@ -121,7 +126,19 @@ struct Args {
   uint64_t seed = 1;
   uint32_t repeat = 1;               // --repeat: runs back to back on one card
   std::vector<std::string> inputs;  // NAME=FILE.npy
+  bool host_times = false;           // --host-times
+  std::set<std::string> given;       // the options given, as spelled (-p for -pkey=value)
 };
+
+// A command refuses an option it would otherwise ignore (`probe pt --repeat 5`).
+void allow_only(const Args& a, const std::set<std::string>& allowed) {
+  for (const auto& o : a.given)
+    if (o != "--help" && o != "-h" && !allowed.count(o)) {
+      std::string list;
+      for (const auto& x : allowed) list += (list.empty() ? "" : ", ") + x;
+      throw InputError(a.command + ": option " + o + " does not apply (options: " + list + "; see --help)");
+    }
+}
 
 Args parse_args(int argc, char** argv) {
   Args a;
@@ -131,6 +148,7 @@ Args parse_args(int argc, char** argv) {
       if (i + 1 >= argc) throw InputError(s + ": expects " + what);
       return argv[++i];
     };
+    if (!s.empty() && s[0] == '-') a.given.insert(s.rfind("-p", 0) == 0 && s.size() > 2 ? "-p" : s == "-c" ? "--config" : s);
     if (s == "--help" || s == "-h") a.help = true;
     else if (s == "--version") a.command = a.command.empty() ? "--version" : a.command;
     else if (s == "--config" || s == "-c") {
@@ -161,11 +179,55 @@ Args parse_args(int argc, char** argv) {
         throw InputError("--repeat: expected a whole number from 1 to 1000, got '" + v + "'");
       a.repeat = static_cast<uint32_t>(x);
     } else if (s == "--input") a.inputs.push_back(need("NAME=FILE.npy"));
+    else if (s == "--host-times") a.host_times = true;
     else if (!s.empty() && s[0] == '-') throw InputError("unknown option '" + s + "' (see --help)");
     else if (a.command.empty()) a.command = s;
     else a.positional.push_back(s);
   }
   return a;
+}
+
+// The files a run writes (--out DIR's, --trace, --dump-plan), checked before the card runs: each
+// can be written, none is a directory, and none is a file the run reads (the bundle's own files,
+// the file a bundle.mlir.ref names, the config, an --input). A trace written over sdsc_0.json
+// destroyed the bundle; an --out that could not be created failed after the whole simulation.
+void check_outputs(const Args& a, const std::vector<std::filesystem::path>& reads) {
+  namespace fs = std::filesystem;
+  auto canon = [](const fs::path& p) {
+    std::error_code ec;
+    fs::path c = fs::weakly_canonical(p, ec);
+    return ec ? fs::absolute(p, ec) : c;
+  };
+  std::set<fs::path> inputs;
+  for (const auto& r : reads) inputs.insert(canon(r));
+  auto check_file = [&](const fs::path& file, const std::string& what) {
+    std::error_code ec;
+    if (inputs.count(canon(file)))
+      throw InputError(what + ": '" + file.string() + "' is a file this run reads; it would be overwritten");
+    if (fs::is_directory(file, ec)) throw InputError(what + ": '" + file.string() + "' is a directory, not a file");
+    const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+    if (!fs::is_directory(dir, ec))
+      throw InputError(what + ": cannot write '" + file.string() + "': no directory '" + dir.string() + "'");
+    if (fs::exists(file, ec) ? ::access(file.c_str(), W_OK) != 0 : ::access(dir.c_str(), W_OK | X_OK) != 0)
+      throw InputError(what + ": cannot write '" + file.string() + "': " + std::strerror(errno));
+  };
+  if (!a.trace_file.empty()) check_file(a.trace_file, "--trace");
+  if (!a.dump_plan.empty()) check_file(a.dump_plan, "--dump-plan");
+  if (!a.out_dir.empty()) {
+    std::error_code ec;
+    const fs::path dir(a.out_dir);
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+      throw InputError("--out: '" + a.out_dir + "' exists and is not a directory");
+    fs::create_directories(dir, ec);
+    if (ec) throw InputError("--out: cannot create '" + a.out_dir + "': " + ec.message());
+    for (const char* f : {"stats.json", "trace.json", "config.resolved.yaml"}) check_file(dir / f, "--out");
+    // The tensors' .npy files: none may be an input either (an --input read from a previous --out is fine
+    // only if it is not written again under the same name).
+    for (const auto& in : inputs)
+      if (canon(in.parent_path()) == canon(dir) && in.extension() == ".npy")
+        throw InputError("--out: '" + a.out_dir + "' holds --input file '" + in.filename().string() +
+                         "', which this run may write over; read it from elsewhere or write to another --out");
+  }
 }
 
 // `from` names where the list came from: "--debug" or "VSPYRE_DEBUG".
@@ -189,7 +251,12 @@ int cmd_describe(const Args& a) {
     std::fputs(kDescribeHelp, stdout);
     return 0;
   }
-  Simulation sim(resolve_config(a.sim));
+  allow_only(a, {"--config", "-p", "--json", "--debug"});
+  if (!a.positional.empty()) throw InputError("describe: takes no arguments, got '" + a.positional[0] + "' (see --help)");
+  // Without --config, the default card (as run and probe): its values next to the code's defaults.
+  Args d = a;
+  if (!d.config_given) d.sim.config_file = default_config_path();
+  Simulation sim(resolve_config(d.sim));
   // One entry per type: the first instance built. Types the card does not use are built alone.
   std::map<std::string, const Component*> seen;
   for (const Component* c : sim.components()) seen.emplace(c->type_name(), c);
@@ -211,7 +278,7 @@ int cmd_describe(const Args& a) {
                        {"description", s.description}};
       if (!s.source.empty()) p["source"] = s.source;
       if (!s.choices.empty()) p["choices"] = s.choices;
-      if (a.config_given) {
+      {
         p["value"] = value_or(s);
         if (s.value_provenance) p["value_provenance"] = provenance_name(*s.value_provenance);
         if (!s.value_source.empty()) p["value_source"] = s.value_source;
@@ -226,18 +293,19 @@ int cmd_describe(const Args& a) {
     return 0;
   }
   std::cout << version_string() << "\n";
-  if (a.config_given) std::cout << "config: " << a.sim.config_file << "\n";
+  std::cout << "config: " << d.sim.config_file << "\n";
   for (const auto& t : j) {
     std::cout << "\n" << t["type"].get<std::string>() << ": " << t["description"].get<std::string>() << "\n";
-    std::printf("  %-22s %-10s %-12s %-10s %s\n", "parameter", "kind", a.config_given ? "value" : "default", "provenance",
-                "description");
+    std::printf("  %-22s %-10s %-12s %-10s %s\n", "parameter", "kind", "value", "provenance", "description");
     for (const auto& p : t["parameters"]) {
-      const std::string shown = a.config_given ? p["value"].get<std::string>() : p["default"].get<std::string>();
+      const std::string shown = p["value"].get<std::string>();
       const std::string prov = p.contains("value_provenance") ? p["value_provenance"].get<std::string>()
                                                                : p["provenance"].get<std::string>();
       std::string desc = p["description"].get<std::string>();
-      if (p.contains("source")) desc += " [" + p["source"].get<std::string>() + "]";
-      if (a.config_given && shown != p["default"].get<std::string>()) desc += " (default " + p["default"].get<std::string>() + ")";
+      // The source of the value shown: the config's where it gives one, else the code's.
+      if (p.contains("value_source")) desc += " [" + p["value_source"].get<std::string>() + "]";
+      else if (p.contains("source") && !p.contains("value_provenance")) desc += " [" + p["source"].get<std::string>() + "]";
+      if (shown != p["default"].get<std::string>()) desc += " (default " + p["default"].get<std::string>() + ")";
       std::printf("  %-22s %-10s %-12s %-10s %s\n", p["name"].get<std::string>().c_str(), p["kind"].get<std::string>().c_str(),
                   shown.c_str(), prov.c_str(), desc.c_str());
     }
@@ -250,6 +318,7 @@ int cmd_probe(Args a) {
     std::fputs(kProbeHelp, stdout);
     return 0;
   }
+  allow_only(a, {"--config", "-p", "--json", "--out", "--trace", "--debug"});
   if (a.positional.size() != 1) throw InputError("probe: name one probe: memory, ring, pcie or pt (see --help)");
   const std::string which = a.positional[0];
   static const std::set<std::string> probes{"memory", "ring", "pcie", "pt"};
@@ -259,6 +328,7 @@ int cmd_probe(Args a) {
     throw InputError(msg);
   }
   if (!a.config_given) a.sim.config_file = default_config_path();
+  check_outputs(a, {a.sim.config_file});
   Simulation sim(resolve_config(a.sim), !a.trace_file.empty() || !a.out_dir.empty());
   Card& card = sim.top_as<Card>();
   nlohmann::json r;
@@ -284,6 +354,43 @@ std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? "," : "") + std::to_string(s[i]);
   return t + "]";
+}
+
+// An --input array for kernel tensor kt: the tensor's shape (dims of size 1 aside: the same
+// elements in the same order), and for an integer tensor whole numbers its format holds (an
+// index tensor's below the rows it indexes). Anything else is the user's mistake, not a value
+// to round, clamp or wrap.
+void check_input(const std::string& file, const exec::NpyArray& arr, const exec::KernelTensor& kt,
+                 const std::string& label) {
+  auto squeezed = [](const std::vector<int64_t>& s) {
+    std::vector<int64_t> r;
+    for (int64_t d : s)
+      if (d != 1) r.push_back(d);
+    return r;
+  };
+  if (squeezed(arr.shape) != squeezed(kt.info.size) || arr.values.size() != size_t(kt.info.numel()))
+    throw InputError("--input " + file + ": shape " + shape_text(arr.shape) + " does not match " + label + "'s " +
+                     shape_text(kt.info.size));
+  const fmt::DataFormat f = kt.info.format;
+  if (!fmt::is_integer(f)) return;
+  double lo = static_cast<double>(fmt::int_min(f)), hi = static_cast<double>(fmt::int_max(f));
+  std::string what = std::string(fmt::name(f)) + " holds whole numbers in [" + std::to_string(fmt::int_min(f)) + ", " +
+                     std::to_string(fmt::int_max(f)) + "]";
+  if (kt.index_bound) {
+    lo = std::max(lo, 0.0);
+    hi = std::min(hi, static_cast<double>(kt.index_bound) - 1);
+    what = "an index tensor: its elements are row numbers, whole numbers in [0, " +
+           std::to_string(kt.index_bound - 1) + "]";
+  }
+  for (size_t i = 0; i < arr.values.size(); ++i) {
+    const double v = arr.values[i];
+    if (!std::isfinite(v) || v != std::floor(v) || v < lo || v > hi) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.9g", v);
+      throw InputError("--input " + file + ": element " + std::to_string(i) + " is " + buf + ", but " + label +
+                       " is " + what);
+    }
+  }
 }
 
 nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
@@ -329,9 +436,7 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
       if (kt.read_first) {
         if (auto g = given.find(k); g != given.end()) {
           exec::NpyArray arr = exec::read_npy(g->second);
-          if (arr.values.size() != size_t(kt.info.numel()))
-            throw InputError("--input " + g->second + ": shape " + shape_text(arr.shape) +
-                             " does not match " + label + "'s " + shape_text(kt.info.size));
+          check_input(g->second, arr, kt, label);
           exec::write_tensor(mem, kt.info, arr.values);
           e["source"] = g->second;
         } else {
@@ -414,9 +519,10 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
             {"macs", st.macs},
             {"hbm_bytes_read", st.bytes_read},
             {"hbm_bytes_written", st.bytes_written},
-            {"exec_seconds", st.seconds},
-            {"compute_seconds", st.compute_seconds},
-            {"host_seconds", total}};
+            {"host", a.host_times ? nlohmann::json{{"exec_seconds", st.seconds},
+                                                   {"compute_seconds", st.compute_seconds},
+                                                   {"total_seconds", total}}
+                                : nlohmann::json(nullptr)}};
   } catch (const exec::ExecError& e) {
     throw InputError(e.what());
   }
@@ -425,13 +531,16 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
 std::string format_data(const nlohmann::json& d) {
   std::string s;
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "data: seed %llu, %llu ops, %.3g elements, %.3g MAC; host %.3f s, of which executor %.3f s "
-                "(ops %.3f s), the rest inputs, reference and checks\n",
+  std::snprintf(buf, sizeof buf, "data: seed %llu, %llu ops, %.3g elements, %.3g MAC",
                 (unsigned long long)d["seed"].get<uint64_t>(), (unsigned long long)d["ops"].get<uint64_t>(),
-                double(d["elements"].get<uint64_t>()), double(d["macs"].get<uint64_t>()),
-                d["host_seconds"].get<double>(), d["exec_seconds"].get<double>(), d["compute_seconds"].get<double>());
+                double(d["elements"].get<uint64_t>()), double(d["macs"].get<uint64_t>()));
   s += buf;
+  if (const auto& h = d["host"]; !h.is_null()) {
+    std::snprintf(buf, sizeof buf, "; host %.3f s, of which executor %.3f s (ops %.3f s), the rest inputs, reference and checks",
+                  h["total_seconds"].get<double>(), h["exec_seconds"].get<double>(), h["compute_seconds"].get<double>());
+    s += buf;
+  }
+  s += "\n";
   for (const auto& t : d["tensors"]) {
     std::string shape = "[";
     for (size_t i = 0; i < t["shape"].size(); ++i) shape += (i ? "," : "") + std::to_string(t["shape"][i].get<int64_t>());
@@ -443,9 +552,10 @@ std::string format_data(const nlohmann::json& d) {
       const auto& c = t["check"];
       if (c.contains("compared")) {
         auto g = [&](const char* k) { return c[k].is_null() ? INFINITY : c[k].get<double>(); };
-        std::snprintf(buf, sizeof buf, " vs double reference%s: max abs %.3g, max rel %.3g, err vs rounded magnitudes %.3g <= tol %.3g (%d roundings): %s",
+        const bool within = g("norm_err") <= c["tolerance"].get<double>();
+        std::snprintf(buf, sizeof buf, " vs double reference%s: max abs %.3g, max rel %.3g, err vs rounded magnitudes %.3g %s tol %.3g (%d roundings): %s",
                       c["sampled"].get<bool>() ? " (sampled)" : "", g("max_abs_err"), g("max_rel_err"), g("norm_err"),
-                      c["tolerance"].get<double>(), c["roundings"].get<int>(), c["result"].get<std::string>().c_str());
+                      within ? "<=" : ">", c["tolerance"].get<double>(), c["roundings"].get<int>(), c["result"].get<std::string>().c_str());
         s += buf;
       } else {
         s += " not checked: " + c["why"].get<std::string>();
@@ -467,8 +577,34 @@ int cmd_run(Args a) {
     std::fputs(kRunHelp, stdout);
     return 0;
   }
+  allow_only(a, {"--config", "-p", "--json", "--out", "--trace", "--debug", "--dump-plan", "--no-data", "--seed",
+                 "--input", "--repeat", "--host-times"});
   if (a.positional.size() != 1) throw InputError("run: name one bundle directory (see --help)");
   if (!a.config_given) a.sim.config_file = default_config_path();
+  {
+    namespace fs = std::filesystem;
+    std::vector<fs::path> reads{a.sim.config_file};
+    const fs::path bdir(a.positional[0]);
+    std::error_code ec;
+    if (fs::is_directory(bdir, ec)) {
+      for (const auto& e : fs::directory_iterator(bdir, ec))
+        if (e.is_regular_file(ec)) reads.push_back(e.path());
+    } else if (fs::is_regular_file(bdir, ec)) {
+      // A bundle's launch text may be named directly (bundle.mlir, bundle.mlir.ref, any *.mlir).
+      const std::string ext = bdir.extension().string();
+      if (ext != ".mlir" && ext != ".ref")
+        throw InputError("run: '" + bdir.string() + "' is a file, not a bundle directory (nor a bundle.mlir)");
+      reads.push_back(bdir);
+    }
+    try {
+      if (fs::is_directory(bdir, ec)) reads.push_back(bundle::bundle_mlir_path(bdir));
+    } catch (const bundle::LoadError&) {
+      // load_bundle reports it below, with the rest of the bundle's checks
+    }
+    for (const auto& spec : a.inputs)
+      if (auto eq = spec.find('='); eq != std::string::npos) reads.emplace_back(spec.substr(eq + 1));
+    check_outputs(a, reads);
+  }
   Simulation sim(resolve_config(a.sim), !a.trace_file.empty() || !a.out_dir.empty());
   Card& card = sim.top_as<Card>();
   const plan::CardParams params = plan_card_params(card);

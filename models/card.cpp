@@ -15,9 +15,9 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
       m_runs(stats().scalar("runs", "runs", "programs run on the card")),
       m_run_ps(stats().scalar("run_ps", "ps", "simulated time spent running programs")) {
   ParamReader& p = params();
-  const TimeValue launch = p.get_time("launch_overhead", "15us",
+  const TimeValue launch = p.get_time("launch_overhead", "1us",
                                     {"fixed cost per kernel bundle launch", Provenance::Derived,
-                                     "hardware.md: softmax 512x1024 measured 23.67 us against ~8 us of ideal memory time"});
+                                     "measured.md 6a: intercept of time against bytes (configs/spyre.yaml)"});
   // A launch that reaches the cores one after another (a doorbell passed around the ring,
   // arbitration) starts core i at i x launch_skew, on top of its jitter below: a what-if for how
   // far a prediction hangs on the cores starting in ring order (bench/validation/README.md,
@@ -65,9 +65,9 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
        "measured.md 6a: exp/gelu take the same time as neg when HBM-bound, so only an upper bound is known"},
       0);
   m_sfp_reduce_across_stick = sfp.get_real(
-      "reduce_across_stick", 0.0,
+      "reduce_across_stick", 22.0,
       {"cycles per element of a reduction over the stick dim (a row max/sum across the lanes); 0: its op class",
-       Provenance::Estimate},
+       Provenance::Estimate, "fit to amax 4096x2048 on 1 core (validation section 7; configs/spyre.yaml)"},
       0);
   {
     // Not the card's: how much of a long stage is simulated. Off: every tile of every stage.

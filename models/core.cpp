@@ -54,9 +54,9 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_pt_pass_k = static_cast<uint32_t>(pt.get_int(
       "pass_depth", 64, {"reduction depth one pass accumulates before the array drains", Provenance::Estimate}, 1, 1 << 20));
   m_pt_overhead = static_cast<uint32_t>(pt.get_int(
-      "pass_overhead", 6,
+      "pass_overhead", 13,
       {"cycles per pass beyond the rows+cols systolic fill/drain (operand fetch, writeback)", Provenance::Estimate,
-       "calibrated: sustained 1140 MAC/ns/core (torch-spyre cost model)"}, 0, 1 << 20));
+       "fit to 1040 MAC/ns/core on one core (measured.md 6d; configs/spyre.yaml)"}, 0, 1 << 20));
   ParamReader& sfp = p.group("sfp", "SFP vector unit, per corelet");
   m_sfp_lanes = static_cast<uint32_t>(sfp.get_int("lanes", 64, {"fp16 lanes", Provenance::Estimate, "hardware.md"}, 1, 4096));
   m_sfp_startup = static_cast<uint32_t>(sfp.get_int("startup", 16, {"pipeline startup cycles per operation", Provenance::Estimate}, 0, 1 << 20));
@@ -73,13 +73,13 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
        "with the ring's inject and hop latencies: the canonical shuffle at 7.7 us against 8.72 measured (measured.md 3)"},
       1, 1024));
   m_dma_request = dma.get_size("request_size", "4KiB", {"bytes per DMA request (whole sticks)", Provenance::Estimate});
-  m_dma_issue_ps = dma.get_time("issue_interval", "4cycles", {"minimum time between request issues", Provenance::Estimate}).to_ps(m_clock_hz);
-  m_dma_op_latency_ps = dma.get_time("op_latency", "0ns",
+  m_dma_issue_ps = dma.get_time("issue_interval", "16cycles", {"minimum time between request issues", Provenance::Estimate, "fit to measured.md 3 and the one-core bmm cube (configs/spyre.yaml)"}).to_ps(m_clock_hz);
+  m_dma_op_latency_ps = dma.get_time("op_latency", "200ns",
                                      {"time a DMA engine spends on each operation before its first request "
-                                      "(descriptor fetch and setup)", Provenance::Estimate})
+                                      "(descriptor fetch and setup)", Provenance::Estimate, "fit to the validation table (configs/spyre.yaml)"})
                             .to_ps(m_clock_hz);
   m_dma_op_jitter_ps = static_cast<uint64_t>(
-      dma.get_time("op_jitter", "0ns",
+      dma.get_time("op_jitter", "5ns",
                    {"each DMA operation's setup takes a further seeded uniform time in [0, this) (from "
                     "card.launch_seed), so that the cores do not keep one order through a kernel",
                     Provenance::Estimate})

@@ -76,7 +76,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                     "channel's all-bank refresh at fixed times, staggered by channel",
                     Provenance::Estimate}) == "spread";
   m_t.t_hide = dram_ns("t_hide", "25ns", "part of a row miss (precharge + activate) the controller overlaps with other transfers");
-  m_t.t_frontend = dram_ns("t_frontend", "60ns", "memory controller plus on-chip network latency, each way");
+  m_t.t_frontend = dram_ns("t_frontend", "65ns", "memory controller plus on-chip network latency, each way");
   // A bin is also the window over which reads and writes sharing a channel are counted as mixed
   // (turnarounds): 1 us is about the depth of the controller's queues when 32 cores stream (each
   // keeps `outstanding` requests in flight), so traffic that alternates direction every few
@@ -87,7 +87,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                            "identical reads arriving within this window are served once (0 = never)");
   m_t.mix_window = ns("mix_window", "10us",
                       "flow DMA model: the window over which the read/write mix that sets the turnarounds is averaged");
-  m_t.write_batch = p.get_size("write_batch", "192B", {"bytes per channel the controller drains per write burst", Provenance::Estimate});
+  m_t.write_batch = p.get_size("write_batch", "896B", {"bytes per channel the controller drains per write burst", Provenance::Estimate, "fit to the validation table (presets/lpddr5_6400.yaml)"});
   m_t.reorder_rows = static_cast<uint32_t>(
       p.get_int("reorder_rows", 1,
                 {"rows per bank the scheduler batches requests among (1 = serve in arrival order)", Provenance::Estimate},
@@ -103,7 +103,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                                 Provenance::Derived});
   m_t.bank_xor = p.get_bool("bank_xor", true, {"XOR row bits into the bank index (permutation interleaving)", Provenance::Estimate});
   m_t.channel_xor =
-      p.get_bool("channel_xor", false,
+      p.get_bool("channel_xor", true,
                  {"XOR the row bits into the channel index (one permutation of the channels per "
                   "row group of row_size x banks x channels)",
                   Provenance::Estimate});

@@ -300,10 +300,12 @@ void apply_override(ConfigNode& root, const std::string& assignment) {
                                  node->kind_name() + ", not a map, so it has no key '" + key + "'");
     if (dot == std::string::npos) {
       ConfigNode* existing = node->find(key);
-      // A value like {value: 2MiB, provenance: ...} keeps its provenance; only the value changes.
+      // A value like {value: 2MiB, provenance: ..., source: ...} becomes the override's: its
+      // provenance "override", its source the -p (the old source spoke for the old value).
       if (existing && existing->is_map() && existing->find("value")) {
         existing->set("value", ConfigNode::scalar(value, loc));
         existing->set("provenance", ConfigNode::scalar("override", loc));
+        existing->set("source", ConfigNode::scalar("-p " + assignment, loc));
       } else {
         node->set(key, ConfigNode::scalar(value, loc));
       }

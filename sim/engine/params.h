@@ -62,7 +62,10 @@ class ParamReader {
   // `min` / `max`: bounds as frequencies ("1MHz"); empty: none.
   double get_frequency(std::string_view key, std::string_view def, ParamInfo info, std::string_view min = {},
                        std::string_view max = {});
+  // A time of at most kMaxParamTimePs (1 s), or kMaxParamCycles cycles.
   TimeValue get_time(std::string_view key, std::string_view def, ParamInfo info);
+  static constexpr double kMaxParamTimePs = 1e12;
+  static constexpr double kMaxParamCycles = 1e9;
   double get_bandwidth(std::string_view key, std::string_view def, ParamInfo info);
 
   // A nested group of parameters ("lx: {size: 2MiB}"); its keys are checked like ours.

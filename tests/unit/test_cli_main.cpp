@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -181,6 +182,44 @@ TEST_CASE("cli: unknown option and missing option argument fail with exit 1", "[
   check_input_error(run({"probe", "pt", "--out"}), "--out: expects a directory");
 }
 
+TEST_CASE("cli: an option a command does not use, or a stray argument, is refused, not ignored", "[cli]") {
+  check_input_error(run({"probe", "pt", "--repeat", "5"}),
+                    "probe: option --repeat does not apply (options: --config, --debug, --json, --out, --trace, -p; see --help)");
+  check_input_error(run({"probe", "pt", "--no-data"}), "probe: option --no-data does not apply");
+  check_input_error(run({"probe", "pt", "--seed", "5"}), "probe: option --seed does not apply");
+  check_input_error(run({"describe", "--out", "x"}), "describe: option --out does not apply");
+  check_input_error(run({"describe", "memory"}), "describe: takes no arguments, got 'memory' (see --help)");
+  // Each command's own options, in both spellings of -p and --config.
+  CHECK(run({"probe", "pt", "-c", config_path("spyre.yaml"), "-pcard.core.lx.size=1MiB", "--json"}).code == 0);
+}
+
+TEST_CASE("cli: run never writes over a file it reads, and finds an unwritable output before it runs", "[cli]") {
+  TempDir t;
+  const fs::path b = t.dir / "b";
+  fs::copy(fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles" / "neg_2048x1024_c32", b);
+  const std::string sdsc = slurp(b / "sdsc_0.json"), mlir = slurp(b / "bundle.mlir");
+  // A trace over the bundle's SDSC destroyed the bundle; a plan dump over its bundle.mlir too.
+  check_input_error(run({"run", b.string(), "--no-data", "--trace", (b / "sdsc_0.json").string()}),
+                    "--trace: '" + (b / "sdsc_0.json").string() + "' is a file this run reads; it would be overwritten");
+  check_input_error(run({"run", b.string(), "--no-data", "--dump-plan", (b / "." / "bundle.mlir").string()}),
+                    "is a file this run reads; it would be overwritten");
+  const std::string cfg = t.write("card.yaml", "include: [" + config_path("spyre.yaml") + "]\n");
+  check_input_error(run({"run", b.string(), "--no-data", "--config", cfg, "--trace", cfg}),
+                    "--trace: '" + cfg + "' is a file this run reads");
+  CHECK(slurp(b / "sdsc_0.json") == sdsc);
+  CHECK(slurp(b / "bundle.mlir") == mlir);
+  // Found before the card runs (it was found after the whole simulation).
+  check_input_error(run({"run", b.string(), "--no-data", "--trace", (t.dir / "no" / "t.json").string()}),
+                    "--trace: cannot write '" + (t.dir / "no" / "t.json").string() + "': no directory");
+  check_input_error(run({"run", b.string(), "--no-data", "--dump-plan", t.dir.string()}), "is a directory, not a file");
+  check_input_error(run({"run", b.string(), "--no-data", "--out", cfg}), "--out: '" + cfg + "' exists and is not a directory");
+  check_input_error(run({"probe", "pt", "--trace", (t.dir / "no" / "t.json").string()}), "--trace: cannot write");
+  // A file that is not a bundle's launch text is not parsed as one.
+  check_input_error(run({"run", cfg}), "run: '" + cfg + "' is a file, not a bundle directory (nor a bundle.mlir)");
+  CHECK(run({"run", (b / "bundle.mlir").string(), "--no-data", "--trace", (t.dir / "t.json").string()}).code == 0);
+  CHECK(fs::exists(t.dir / "t.json"));
+}
+
 TEST_CASE("cli: describe lists every registered type and every parameter", "[cli]") {
   const Result r = run({"describe", "--json"});
   REQUIRE(r.code == 0);
@@ -200,7 +239,7 @@ TEST_CASE("cli: describe lists every registered type and every parameter", "[cli
     for (const auto& p : t["parameters"]) {
       INFO(p.dump());
       for (const char* k : {"name", "kind", "default", "provenance", "description"}) CHECK(p.contains(k));
-      CHECK_FALSE(p.contains("value"));  // no config given
+      CHECK(p.contains("value"));  // the default card's (no config given)
       const std::string prov = p["provenance"];
       CHECK((prov == "datasheet" || prov == "measured" || prov == "derived" || prov == "estimate" ||
              prov == "override"));
@@ -286,15 +325,19 @@ TEST_CASE("cli: describe --config shows the config's values and provenance", "[c
     CHECK(value == "4MiB");
     CHECK(prov == "override");
     CHECK(contains(line, "(default 2MiB)"));
+    // The source of the value shown (the what-if's), not the code's for its default.
+    CHECK(contains(line, "[what-if]"));
+    CHECK_FALSE(contains(line, "IBM"));
   }
   CHECK(found);
 }
 
-TEST_CASE("cli: -p overrides reach describe in both spellings", "[cli]") {
+TEST_CASE("cli: -p overrides reach describe in both spellings, with or without --config", "[cli]") {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"describe", "--json", "-p", "card.core.lx.size=1MiB", "--config",
                                  config_path("spyre.yaml")},
-        std::vector<std::string>{"describe", "--json", "-pcard.core.lx.size=1MiB", "-c", config_path("spyre.yaml")}}) {
+        std::vector<std::string>{"describe", "--json", "-pcard.core.lx.size=1MiB", "-c", config_path("spyre.yaml")},
+        std::vector<std::string>{"describe", "--json", "-p", "card.core.lx.size=1MiB"}}) {
     const Result r = run(args);
     REQUIRE(r.code == 0);
     const json j = json::parse(r.out);
@@ -302,7 +345,31 @@ TEST_CASE("cli: -p overrides reach describe in both spellings", "[cli]") {
     REQUIRE(lx);
     CHECK((*lx)["value"] == "1MiB");
     CHECK((*lx)["value_provenance"] == "override");
+    CHECK((*lx)["value_source"] == "-p card.core.lx.size=1MiB");
   }
+}
+
+TEST_CASE("cli: describe without --config describes the default card, and its defaults are that card's", "[cli]") {
+  // As run and probe: the default card's values. And a config that does not include spyre.yaml
+  // starts from the code's defaults, which are the default card's: a partial config changes what
+  // it names and nothing else (launch_overhead was 15us in the code and 1us on the card).
+  const Result r = run({"describe", "--json"});
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  int params = 0;
+  for (const auto& t : j)
+    for (const auto& p : t["parameters"]) {
+      INFO(t["type"].get<std::string>() << " " << p.dump());
+      ++params;
+      // Numbers the config writes 1.0 and the code 1: the same value.
+      const std::string v = p["value"], d = p["default"];
+      const bool same_number = !v.empty() && !d.empty() && std::isdigit(static_cast<unsigned char>(v[0])) &&
+                               std::isdigit(static_cast<unsigned char>(d[0])) &&
+                               v.find_first_not_of("0123456789.e+-") == std::string::npos &&
+                               std::stod(v) == std::stod(d);
+      CHECK((v == d || same_number));
+    }
+  CHECK(params > 50);
 }
 
 TEST_CASE("cli: every YAML file under configs/ loads (one process each)", "[cli]") {
@@ -394,8 +461,19 @@ TEST_CASE("cli: values that would hang a run or fill the host's memory are refus
                     "card.memory.bin: 10ns holds less than one 128 B stick's bus time on a channel (10ns at "
                     "data_rate_mtps 6400, less refresh's share): raise the bin or the data rate");
   check_input_error(run({"describe", "-p", "card.memory.bin=1ps"}), "card.memory.bin: 1ps holds less than one");
+  check_input_error(run({"describe", "-p", "card.memory.bin=100ns", "-p", "card.memory.history=1s"}),
+                    "card.memory.bin: 100ns against a history of 1s keeps more than 1048576 bins a channel");
+  // No time on the card comes near a second: past it, simulated time overflowed (exit 2) or a
+  // seeded jitter wrapped round to a plausible-looking kernel time.
   check_input_error(run({"describe", "-p", "card.memory.history=10s"}),
-                    "card.memory.bin: 1us against a history of 10s keeps more than 1048576 bins a channel");
+                    "card.memory.history: '10s' out of range [0, 1s]");
+  check_input_error(run({"describe", "-p", "card.launch_overhead=2e7s"}),
+                    "card.launch_overhead: '2e7s' out of range [0, 1s]");
+  check_input_error(run({"describe", "-p", "card.launch_jitter=2e7s"}), "card.launch_jitter: '2e7s' out of range [0, 1s]");
+  check_input_error(run({"describe", "-p", "card.core.dma.op_jitter=1e10s"}),
+                    "card.core_0.dma.op_jitter: '1e10s' out of range [0, 1s]");
+  check_input_error(run({"describe", "-p", "card.core.dma.issue_interval=2e9cycles"}),
+                    "card.core_0.dma.issue_interval: '2e9cycles' out of range [0, 1e9cycles]");
   check_input_error(run({"describe", "-p", "card.memory.port_bandwidth=100MB/s"}),
                     "card.memory.port_bandwidth: a 128 B stick takes 1.28us at the port, longer than a calendar bin "
                     "(bin 1us): raise port_bandwidth or the bin");
@@ -409,7 +487,8 @@ TEST_CASE("cli: values that would hang a run or fill the host's memory are refus
                     "probe memory: 32 cores x 256MiB regions need more than card.memory.capacity (1GiB)");
   // The edges themselves are fine.
   CHECK(run({"describe", "-p", "card.core.clock=1MHz", "-p", "card.memory.data_rate_mtps=100", "-p",
-             "card.memory.port_bandwidth=200MB/s", "-p", "card.plan.sfp_cycles.simple=0"})
+             "card.memory.port_bandwidth=200MB/s", "-p", "card.plan.sfp_cycles.simple=0", "-p",
+             "card.launch_overhead=1s", "-p", "card.core.dma.issue_interval=1e9cycles"})
             .code == 0);
 }
 
@@ -532,7 +611,7 @@ TEST_CASE("cli: --out into an impossible place fails with exit 1", "[cli]") {
   TempDir t;
   const std::string file = t.write("plain", "x");
   check_input_error(run({"probe", "pt", "-p", "card.core.count=2", "--out", file + "/sub"}),
-                    file + "/sub: cannot create output directory");
+                    "--out: cannot create '" + file + "/sub': ");
 }
 
 TEST_CASE("cli: --debug switches named flags on and rejects unknown ones", "[cli]") {

@@ -177,7 +177,7 @@ TEST_CASE("engine: include errors: missing file, cycle, wrong type", "[engine][c
   CHECK(error_of([&] { load_config_file(nul); }) == nul + ":1:11: 'include' expects file names, found nothing");
 }
 
-TEST_CASE("engine: -p overrides create, replace and keep long-form provenance", "[engine][config]") {
+TEST_CASE("engine: -p overrides create and replace values, and mark a long-form value as theirs", "[engine][config]") {
   ConfigNode root = parse_config_text(
       "card:\n"
       "  core:\n"
@@ -192,7 +192,7 @@ TEST_CASE("engine: -p overrides create, replace and keep long-form provenance", 
   REQUIRE(count.is_map());
   CHECK(at(count, {"value"}).text() == "64");
   CHECK(at(count, {"provenance"}).text() == "override");
-  CHECK(at(count, {"source"}).text() == "IBM");
+  CHECK(at(count, {"source"}).text() == "-p card.core.count=64");  // IBM spoke for 32, not 64
   // Missing maps are created; '=' inside the value is kept.
   apply_override(root, "card.ring.width=256B");
   CHECK(at(root, {"card", "ring", "width"}).text() == "256B");

@@ -173,6 +173,83 @@ TEST_CASE("exec cli: --input feeds a kernel input from a .npy file", "[exec][cli
   const Result s = vspyre_run({f, "--seed", "-3"});
   CHECK(s.code == 1);
   CHECK(s.err.find("--seed") != std::string::npos);
+
+  // The same number of elements in another shape is another tensor (a transposed array was
+  // taken as the input, PASS reported); dims of size 1 are the same elements in the same order.
+  vspyre::exec::write_npy(t.dir / "xt.npy", v, std::vector<int64_t>{1024, 2048});
+  const Result tr = vspyre_run({f, "--no-data", "--input", "arg0=" + (t.dir / "xt.npy").string()});
+  CHECK(tr.code == 1);
+  const Result tt = vspyre_run({f, "--input", "arg0=" + (t.dir / "xt.npy").string()});
+  CHECK(tt.code == 1);
+  CHECK(tt.err.find("shape [1024,2048] does not match arg0's [2048,1024]") != std::string::npos);
+  vspyre::exec::write_npy(t.dir / "flat.npy", v, std::vector<int64_t>{2048 * 1024});
+  CHECK(vspyre_run({f, "--input", "arg0=" + (t.dir / "flat.npy").string()}).code == 1);
+  vspyre::exec::write_npy(t.dir / "x1.npy", v, std::vector<int64_t>{1, 2048, 1, 1024});
+  CHECK(vspyre_run({f, "--input", "arg0=" + (t.dir / "x1.npy").string()}).code == 0);
+}
+
+TEST_CASE("exec cli: an index input must hold row numbers, not values to round, clamp or wrap", "[exec][cli]") {
+  // embedding: arg1 [2,4,1] SENUINT32 indexes the 10 rows of arg0. -3 became 0, 2.5 became 2 and
+  // 1e12 became 4294967295 ("element 0 is 4294967295" from the executor).
+  TempDir t;
+  const std::string f =
+      (fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured" / "embedding_10x3_ids2x4_c1").string();
+  auto ids = [&](float bad, const char* name) {
+    std::vector<float> v{0, 1, 2, 3, 4, 5, 6, 9};
+    v[3] = bad;
+    vspyre::exec::write_npy(t.dir / name, v, std::vector<int64_t>{2, 4, 1});
+    return "arg1=" + (t.dir / name).string();
+  };
+  const Result ok = vspyre_run({f, "--json", "--input", ids(7, "ok.npy")});
+  REQUIRE(ok.code == 0);
+  CHECK(json::parse(ok.out)["data"]["all_pass"] == true);
+  for (const auto& [bad, name] : std::vector<std::pair<float, const char*>>{
+           {-3.0f, "neg.npy"}, {2.5f, "half.npy"}, {1e12f, "big.npy"}, {10.0f, "ten.npy"}}) {
+    const Result r = vspyre_run({f, "--input", ids(bad, name)});
+    CHECK(r.code == 1);
+    CHECK(r.err.find("element 3 is") != std::string::npos);
+    CHECK(r.err.find("an index tensor: its elements are row numbers, whole numbers in [0, 9]") != std::string::npos);
+  }
+}
+
+TEST_CASE("exec cli: with data on, the output is the same byte for byte run to run, and --host-times adds the host seconds", "[exec][cli]") {
+  const std::string f = fixture("neg_2048x1024_c32");
+  TempDir a, b;
+  const Result r1 = vspyre_run({f, "--json", "--out", a.dir.string()});
+  const Result r2 = vspyre_run({f, "--json", "--out", b.dir.string()});
+  REQUIRE(r1.code == 0);
+  REQUIRE(r2.code == 0);
+  CHECK(r1.out == r2.out);
+  CHECK(slurp(a.dir / "stats.json") == slurp(b.dir / "stats.json"));
+  CHECK(json::parse(r1.out)["data"]["host"].is_null());
+  const Result t1 = vspyre_run({f});
+  const Result t2 = vspyre_run({f});
+  CHECK(t1.out == t2.out);
+  CHECK(t1.out.find("host ") == std::string::npos);
+
+  const Result h = vspyre_run({f, "--json", "--host-times"});
+  REQUIRE(h.code == 0);
+  const json host = json::parse(h.out)["data"]["host"];
+  REQUIRE(host.is_object());
+  CHECK(host["total_seconds"].get<double>() >= host["exec_seconds"].get<double>());
+  CHECK(host["exec_seconds"].get<double>() >= host["compute_seconds"].get<double>());
+  const Result ht = vspyre_run({f, "--host-times"});
+  CHECK(ht.out.find("; host ") != std::string::npos);
+}
+
+TEST_CASE("exec cli: a failed check says its error is over the tolerance", "[exec][cli]") {
+  // 1e30 saturates DL16 on the way in: the result cannot match the double reference. It printed
+  // "err ... <= tol ...: FAIL".
+  TempDir t;
+  const std::string f = (fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured" / "add_2048x1024_c32").string();
+  std::vector<float> v(size_t(2048) * 1024, 1e30f);
+  vspyre::exec::write_npy(t.dir / "big.npy", v, std::vector<int64_t>{2048, 1024});
+  const Result r = vspyre_run({f, "--input", "arg0=" + (t.dir / "big.npy").string(), "--input",
+                               "arg1=" + (t.dir / "big.npy").string()});
+  REQUIRE(r.code == 0);  // a FAIL is reported, not an error
+  CHECK(r.out.find(": FAIL") != std::string::npos);
+  CHECK(r.out.find("> tol") != std::string::npos);
+  CHECK(r.out.find("<= tol") == std::string::npos);
 }
 
 TEST_CASE("exec cli: views of an argument (%arg_N + offset) are kernel tensors of their own", "[exec][cli]") {
