@@ -704,7 +704,7 @@ def run_dask(todo, address, on_done):
             pass
     try:
         client = Client(address, timeout=30)
-    except OSError as e:
+    except (OSError, ValueError, TypeError) as e:  # ValueError: not an address Dask can parse
         raise SweepError(f"cannot reach the Dask scheduler at {address}: {e}") from e
     try:
         futs = {}
@@ -898,8 +898,27 @@ def write_outputs(outdir, sw, rows_by_key, tasks):
 # Main
 
 
+SCHEDULER_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
+
+
+def check_scheduler(address):
+    """A Dask scheduler address, PROTOCOL://HOST[:PORT]; anything else is refused before the sweep."""
+    from urllib.parse import urlsplit
+    try:
+        u = urlsplit(address)
+        ok = u.scheme in SCHEDULER_SCHEMES and bool(u.hostname) and (u.port is None or u.port > 0) \
+            and u.path in ("", "/")
+    except ValueError:  # a port that is not a number
+        ok = False
+    if not ok:
+        raise SweepError(f"--scheduler: expected a Dask scheduler address such as tcp://HOST:8786 "
+                         f"(protocols: {', '.join(SCHEDULER_SCHEMES)}), got '{address}'")
+
+
 def run_sweep(sweep_file, vspyre=None, out=None, jobs=None, scheduler=None, retry_failed=False,
               keep_traces=False, plots=True, quiet=False, list_only=False):
+    if scheduler:
+        check_scheduler(scheduler)
     vspyre = vspyre or find_vspyre()
     if not (os.path.isfile(vspyre) or shutil.which(vspyre)):
         raise SweepError(f"vspyre binary {vspyre} does not exist")
@@ -913,7 +932,12 @@ def run_sweep(sweep_file, vspyre=None, out=None, jobs=None, scheduler=None, retr
                   " ".join(f"{k}={v}" for k, v in t["overrides"].items()))
         return None
     outdir = Path(out or Path("sweeps") / _safe(sw["name"]))
-    outdir.mkdir(parents=True, exist_ok=True)
+    if outdir.exists() and not outdir.is_dir():
+        raise SweepError(f"--out: {outdir} exists and is not a directory")
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SweepError(f"--out: cannot create {outdir}: {e.strerror or e}") from e
     shutil.copyfile(sw["path"], outdir / "sweep.yaml")
     rows, todo = {}, []
     for t in tasks:
@@ -948,9 +972,15 @@ def run_sweep(sweep_file, vspyre=None, out=None, jobs=None, scheduler=None, retr
     if not quiet:
         where = ", ".join(str(v) for k, v in outputs.items() if k != "plots")
         nplots = len(outputs.get("plots") or [])
+        ran = len(rows_list) - prog.skipped
+        todo_keys = {t["key"] for t in todo}
+        kept_failed = sum(1 for t in tasks if t["key"] in rows and rows[t["key"]]["status"] != "ok"
+                          and t["key"] not in todo_keys)
         sys.stderr.write(
-            f"vspyre sweep: {len(rows_list)}/{len(tasks)} done ({failed} failed, "
-            f"{prog.skipped} skipped as already done) in {time.time() - prog.t0:.1f}s; "
+            f"vspyre sweep: {len(rows_list)} of {len(tasks)} rows, {len(rows_list) - failed} ok and {failed} failed; "
+            f"{ran} run now, {prog.skipped} kept from an earlier run"
+            + (f" ({kept_failed} of them failed: --retry-failed runs them again)" if kept_failed else "")
+            + f", in {time.time() - prog.t0:.1f}s; "
             f"{where}" + (f"; {nplots} plots in {outdir / 'plots'}" if nplots else "") + "\n")
         if interrupted:
             sys.stderr.write("vspyre sweep: interrupted; run the same command again to finish "
@@ -984,6 +1014,9 @@ def main(argv=None):
                       plots=not a.no_plots, quiet=a.quiet, list_only=a.list)
     except SweepError as e:
         sys.stderr.write(f"vspyre sweep: error: {e}\n")
+        return 2
+    except OSError as e:  # the filesystem under --out: a full disk, no permission
+        sys.stderr.write(f"vspyre sweep: error: {e.filename or ''}: {e.strerror or e}\n")
         return 2
     except KeyboardInterrupt:
         return 130

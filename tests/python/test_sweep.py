@@ -274,6 +274,38 @@ outputs: [csv]
     assert r2["skipped"] == 6 and r2["failed"] == 3
     r3 = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True, retry_failed=True)
     assert r3["skipped"] == 3 and r3["failed"] == 3
+    # The summary says what the rows are and what this run did ("6/6 done (3 failed, 6 skipped)").
+    r4 = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", vspyre, "--out", str(out)],
+                        capture_output=True, text=True, timeout=120)
+    assert r4.returncode == 0, r4.stderr
+    assert ("6 of 6 rows, 3 ok and 3 failed; 0 run now, 6 kept from an earlier run (3 of them failed: "
+            "--retry-failed runs them again)") in r4.stderr, r4.stderr
+
+
+def test_bad_out_and_scheduler_are_one_line_errors(tmp_path, vspyre):
+    # Both ended in a Python traceback (FileExistsError, ValueError).
+    f = write_sweep(tmp_path, """
+base: @BASE@
+axes:
+  card.core.count: [8]
+plans: [probe:pt]
+outputs: [csv]
+""")
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    for args, msg in (
+            (["--out", str(afile)], f"vspyre sweep: error: --out: {afile} exists and is not a directory"),
+            (["--out", str(afile / "sub")], "vspyre sweep: error: --out: cannot create"),
+            (["--scheduler", "notaurl"], "vspyre sweep: error: --scheduler: expected a Dask scheduler address"),
+            (["--scheduler", "tcp://host:abc"], "got 'tcp://host:abc'")):
+        r = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", vspyre, "--out", str(tmp_path / "o")] + args,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, r.stderr
+        assert msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert afile.read_text() == "keep me"
+    for good in ("tcp://127.0.0.1:8786", "tls://sched.example:8786", "tcp://host"):
+        vs.check_scheduler(good)
 
 
 def test_example_sweeps_parse(vspyre):
@@ -282,6 +314,9 @@ def test_example_sweeps_parse(vspyre):
         assert sw["points"] and sw["plans"], f
     sw = vs.load_sweep(ROOT / "configs" / "sweeps" / "cores_x_lx.yaml", vspyre)
     assert len(sw["points"]) == 12
+    # Every plan of the shipped example runs on every point (one compiled for 32 cores made six
+    # failed rows on the 8- and 16-core cards).
+    assert all("c32" not in p["name"] for p in sw["plans"]), sw["plans"]
     assert sw["axes"]["card.core.lx.size"] == ["1MiB", "2MiB", "4MiB"]
 
 
