@@ -230,6 +230,27 @@ void check_outputs(const Args& a, const std::vector<std::filesystem::path>& read
   }
 }
 
+// The loader names a bundle's files as the bundle does ("bundle.mlir:8: ...", "sdsc_0.json:
+// /path: ..."); the user gave a directory, and may be running many: the file's path as the user
+// can open it ("kernels/k1/sdsc_0.json: ...", or the launch text a bundle.mlir.ref names).
+std::string with_bundle_path(const std::string& given, const std::string& msg) {
+  namespace fs = std::filesystem;
+  const auto colon = msg.find(':');
+  if (colon == std::string::npos || colon == 0) return msg;
+  const std::string file = msg.substr(0, colon);
+  if (file.find('/') != std::string::npos) return msg;  // a path already
+  std::error_code ec;
+  const fs::path g(given);
+  const fs::path dir = fs::is_directory(g, ec) ? g : g.parent_path();
+  if (fs::is_regular_file(dir / file, ec)) return (dir / file).string() + msg.substr(colon);
+  try {
+    const fs::path mlir = fs::is_directory(g, ec) ? bundle::bundle_mlir_path(dir) : g;
+    if (mlir.filename() == file) return mlir.string() + msg.substr(colon);
+  } catch (const bundle::LoadError&) {
+  }
+  return msg;
+}
+
 // `from` names where the list came from: "--debug" or "VSPYRE_DEBUG".
 void enable_debug(const std::string& list, const std::string& from) {
   auto unknown = DebugFlag::enable(list);
@@ -625,7 +646,7 @@ int cmd_run(Args a) {
     resolved = bundle::resolve(lb, bindings, limits);
     plan::lower(lb, resolved, params, p);
   } catch (const bundle::LoadError& e) {
-    throw InputError(e.what());
+    throw InputError(with_bundle_path(a.positional[0], e.what()));
   } catch (const plan::LowerError& e) {
     throw InputError(e.what());
   }

@@ -69,7 +69,16 @@ Component* Component::make(const ConfigNode* node, std::string_view key, std::st
   }
   BuildContext ctx{m_sim, node, type, m_path + "." + instance_name, index};
   auto child = ct->make(sc_core::sc_module_name(instance_name.c_str()), ctx);
-  child->params().check_unknown_keys();
+  try {
+    child->params().check_unknown_keys();
+  } catch (const InputError& e) {
+    // A type set to another (card.core.type=Lpddr5) makes the old type's keys unknown: say so,
+    // or the error points at a key the user did not touch.
+    const ConfigNode* t = node ? node->find("type") : nullptr;
+    if (!t || type == default_type) throw;
+    throw InputError(std::string(e.what()) + " [" + m_path + "." + instance_name + " is a " + type + ", the type set at " +
+                     t->loc().str() + "; its usual type is " + std::string(default_type) + "]");
+  }
   m_children.push_back(std::move(child));
   return m_children.back().get();
 }

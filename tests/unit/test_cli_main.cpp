@@ -193,6 +193,31 @@ TEST_CASE("cli: an option a command does not use, or a stray argument, is refuse
   CHECK(run({"probe", "pt", "-c", config_path("spyre.yaml"), "-pcard.core.lx.size=1MiB", "--json"}).code == 0);
 }
 
+TEST_CASE("cli: a bad bundle's error names its file by the path the user can open", "[cli]") {
+  // The loader names files as the bundle does ("sdsc_0.json: /: invalid JSON"): with many bundles
+  // in flight the user could not tell which.
+  TempDir t;
+  const fs::path b = t.dir / "k1";
+  fs::copy(fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles" / "neg_2048x1024_c32", b);
+  const std::string sdsc = slurp(b / "sdsc_0.json");
+  { std::ofstream(b / "sdsc_0.json") << sdsc.substr(0, 100); }
+  check_input_error(run({"run", b.string(), "--no-data"}), (b / "sdsc_0.json").string() + ": /: invalid JSON");
+  { std::ofstream(b / "sdsc_0.json") << sdsc; }
+  const std::string mlir = slurp(b / "bundle.mlir");
+  { std::ofstream(b / "bundle.mlir") << mlir.substr(0, 300); }
+  check_input_error(run({"run", b.string(), "--no-data"}), (b / "bundle.mlir").string() + ":4: ");
+}
+
+TEST_CASE("cli: a component's size or type error names what the user set", "[cli]") {
+  // lx.size 0 blamed lx.reserved; a core made an Lpddr5 blamed spyre.yaml's clock line alone.
+  check_input_error(run({"probe", "pt", "-p", "card.core.lx.size=0B"}),
+                    "card.core_0.lx.size: must be a positive multiple of 128B, got 0 B");
+  check_input_error(run({"probe", "pt", "-p", "card.core.lx.reserved=2MiB"}),
+                    "card.core_0.lx.reserved: must be smaller than lx.size (2MiB reserved of 2MiB)");
+  check_input_error(run({"probe", "pt", "-p", "card.core.type=Lpddr5"}),
+                    "[card.core_0 is a Lpddr5, the type set at -p card.core.type=Lpddr5; its usual type is Core]");
+}
+
 TEST_CASE("cli: run never writes over a file it reads, and finds an unwritable output before it runs", "[cli]") {
   TempDir t;
   const fs::path b = t.dir / "b";
