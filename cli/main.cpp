@@ -127,13 +127,14 @@ struct Args {
   uint32_t repeat = 1;               // --repeat: runs back to back on one card
   std::vector<std::string> inputs;  // NAME=FILE.npy
   bool host_times = false;           // --host-times
+  bool version = false;              // --version, anywhere
   std::set<std::string> given;       // the options given, as spelled (-p for -pkey=value)
 };
 
 // A command refuses an option it would otherwise ignore (`probe pt --repeat 5`).
 void allow_only(const Args& a, const std::set<std::string>& allowed) {
   for (const auto& o : a.given)
-    if (o != "--help" && o != "-h" && !allowed.count(o)) {
+    if (o != "--help" && o != "-h" && o != "--version" && !allowed.count(o)) {
       std::string list;
       for (const auto& x : allowed) list += (list.empty() ? "" : ", ") + x;
       throw InputError(a.command + ": option " + o + " does not apply (options: " + list + "; see --help)");
@@ -146,11 +147,13 @@ Args parse_args(int argc, char** argv) {
     std::string s = argv[i];
     auto need = [&](const char* what) -> std::string {
       if (i + 1 >= argc) throw InputError(s + ": expects " + what);
-      return argv[++i];
+      std::string v = argv[++i];
+      if (v.empty()) throw InputError(s + ": expected " + what + ", got ''");
+      return v;
     };
     if (!s.empty() && s[0] == '-') a.given.insert(s.rfind("-p", 0) == 0 && s.size() > 2 ? "-p" : s == "-c" ? "--config" : s);
     if (s == "--help" || s == "-h") a.help = true;
-    else if (s == "--version") a.command = a.command.empty() ? "--version" : a.command;
+    else if (s == "--version") a.version = true;
     else if (s == "--config" || s == "-c") {
       a.sim.config_file = need("a config file");
       a.config_given = true;
@@ -187,24 +190,33 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// The files a run writes (--out DIR's, --trace, --dump-plan), checked before the card runs: each
-// can be written, none is a directory, and none is a file the run reads (the bundle's own files,
-// the file a bundle.mlir.ref names, the config, an --input). A trace written over sdsc_0.json
-// destroyed the bundle; an --out that could not be created failed after the whole simulation.
+// The files a run writes (--out DIR's, --trace, --dump-plan), checked once the config and the
+// bundle have loaded and before the card runs: each can be written, none is a directory or a
+// dangling link, no two are the same file, and none is a file the run reads (`reads`: the config
+// and every file it includes, the bundle's launch text, its bundle.mlir.ref and the SDSC files it
+// names, each --input). A trace written over sdsc_0.json destroyed the bundle; an --out that could
+// not be created failed after the whole simulation. --out is created here, not before.
 void check_outputs(const Args& a, const std::vector<std::filesystem::path>& reads) {
   namespace fs = std::filesystem;
   auto canon = [](const fs::path& p) {
     std::error_code ec;
     fs::path c = fs::weakly_canonical(p, ec);
-    return ec ? fs::absolute(p, ec) : c;
+    return ec ? fs::absolute(p, ec).lexically_normal() : c;
   };
   std::set<fs::path> inputs;
   for (const auto& r : reads) inputs.insert(canon(r));
+  std::map<fs::path, std::string> written;  // canonical path -> the option that writes it
   auto check_file = [&](const fs::path& file, const std::string& what) {
     std::error_code ec;
-    if (inputs.count(canon(file)))
+    const fs::path c = canon(file);
+    if (inputs.count(c))
       throw InputError(what + ": '" + file.string() + "' is a file this run reads; it would be overwritten");
+    if (auto w = written.find(c); w != written.end())
+      throw InputError(what + ": '" + file.string() + "' is also written by " + w->second);
+    written.emplace(c, what);
     if (fs::is_directory(file, ec)) throw InputError(what + ": '" + file.string() + "' is a directory, not a file");
+    if (fs::is_symlink(fs::symlink_status(file, ec)) && !fs::exists(file, ec))
+      throw InputError(what + ": '" + file.string() + "' is a link to nothing");
     const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
     if (!fs::is_directory(dir, ec))
       throw InputError(what + ": cannot write '" + file.string() + "': no directory '" + dir.string() + "'");
@@ -218,15 +230,21 @@ void check_outputs(const Args& a, const std::vector<std::filesystem::path>& read
     const fs::path dir(a.out_dir);
     if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
       throw InputError("--out: '" + a.out_dir + "' exists and is not a directory");
+    // What --out DIR would hold, checked before DIR is created (a bad run leaves nothing behind).
+    for (const char* f : {"stats.json", "trace.json", "config.resolved.yaml"})
+      if (inputs.count(canon(dir / f)))
+        throw InputError("--out: '" + (dir / f).string() + "' is a file this run reads; it would be overwritten");
+    // The tensors go to DIR/arg<N>[+<offset>]_input.npy and _output.npy: an --input of such a name there
+    // could be written over before it is read again.
+    for (const auto& in : inputs) {
+      const std::string n = in.filename().string();
+      const bool tensor_file = n.rfind("arg", 0) == 0 && (n.size() > 10 && (n.ends_with("_input.npy") || n.ends_with("_output.npy")));
+      if (tensor_file && canon(in.parent_path()) == canon(dir))
+        throw InputError("--out: '" + a.out_dir + "' is where this run writes " + n + ", an --input it reads; read it from elsewhere or write to another --out");
+    }
     fs::create_directories(dir, ec);
     if (ec) throw InputError("--out: cannot create '" + a.out_dir + "': " + ec.message());
     for (const char* f : {"stats.json", "trace.json", "config.resolved.yaml"}) check_file(dir / f, "--out");
-    // The tensors' .npy files: none may be an input either (an --input read from a previous --out is fine
-    // only if it is not written again under the same name).
-    for (const auto& in : inputs)
-      if (canon(in.parent_path()) == canon(dir) && in.extension() == ".npy")
-        throw InputError("--out: '" + a.out_dir + "' holds --input file '" + in.filename().string() +
-                         "', which this run may write over; read it from elsewhere or write to another --out");
   }
 }
 
@@ -241,11 +259,12 @@ std::string with_bundle_path(const std::string& given, const std::string& msg) {
   if (file.find('/') != std::string::npos) return msg;  // a path already
   std::error_code ec;
   const fs::path g(given);
-  const fs::path dir = fs::is_directory(g, ec) ? g : g.parent_path();
-  if (fs::is_regular_file(dir / file, ec)) return (dir / file).string() + msg.substr(colon);
-  try {
-    const fs::path mlir = fs::is_directory(g, ec) ? bundle::bundle_mlir_path(dir) : g;
-    if (mlir.filename() == file) return mlir.string() + msg.substr(colon);
+  const bool is_dir = fs::is_directory(g, ec);
+  const fs::path dir = is_dir ? g : g.parent_path();
+  if (fs::is_regular_file(dir / file, ec)) return (dir / file).lexically_normal().string() + msg.substr(colon);
+  try {  // the launch text a bundle.mlir.ref names (the directory's, or the ref given itself)
+    const fs::path mlir = is_dir || g.filename() == bundle::k_bundle_ref ? bundle::bundle_mlir_path(dir) : g;
+    if (mlir.filename() == file) return mlir.lexically_normal().string() + msg.substr(colon);
   } catch (const bundle::LoadError&) {
   }
   return msg;
@@ -349,8 +368,9 @@ int cmd_probe(Args a) {
     throw InputError(msg);
   }
   if (!a.config_given) a.sim.config_file = default_config_path();
-  check_outputs(a, {a.sim.config_file});
-  Simulation sim(resolve_config(a.sim), !a.trace_file.empty() || !a.out_dir.empty());
+  std::vector<std::filesystem::path> reads;
+  Simulation sim(resolve_config(a.sim, &reads), !a.trace_file.empty() || !a.out_dir.empty());
+  check_outputs(a, reads);
   Card& card = sim.top_as<Card>();
   nlohmann::json r;
   if (which == "memory") r = probe_memory(card);
@@ -395,8 +415,8 @@ void check_input(const std::string& file, const exec::NpyArray& arr, const exec:
   const fmt::DataFormat f = kt.info.format;
   if (!fmt::is_integer(f)) return;
   double lo = static_cast<double>(fmt::int_min(f)), hi = static_cast<double>(fmt::int_max(f));
-  std::string what = std::string(fmt::name(f)) + " holds whole numbers in [" + std::to_string(fmt::int_min(f)) + ", " +
-                     std::to_string(fmt::int_max(f)) + "]";
+  std::string what = "of " + std::string(fmt::name(f)) + ": whole numbers in [" + std::to_string(fmt::int_min(f)) +
+                     ", " + std::to_string(fmt::int_max(f)) + "]";
   if (kt.index_bound) {
     lo = std::max(lo, 0.0);
     hi = std::min(hi, static_cast<double>(kt.index_bound) - 1);
@@ -409,7 +429,10 @@ void check_input(const std::string& file, const exec::NpyArray& arr, const exec:
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.9g", v);
       throw InputError("--input " + file + ": element " + std::to_string(i) + " is " + buf + ", but " + label +
-                       " is " + what);
+                       " is " + what + (std::fabs(v) > 16777216.0 && std::isfinite(v)
+                                            ? " (and --input passes values as fp32: whole numbers beyond 2^24 "
+                                              "are not exact)"
+                                            : ""));
     }
   }
 }
@@ -602,31 +625,21 @@ int cmd_run(Args a) {
                  "--input", "--repeat", "--host-times"});
   if (a.positional.size() != 1) throw InputError("run: name one bundle directory (see --help)");
   if (!a.config_given) a.sim.config_file = default_config_path();
+  // Options that only data uses: refused with --no-data rather than ignored.
+  if (a.no_data)
+    for (const char* o : {"--input", "--seed", "--host-times"})
+      if (a.given.count(o)) throw InputError(std::string(o) + " needs data on (drop --no-data)");
+  namespace fs = std::filesystem;
+  const fs::path bdir(a.positional[0]);
   {
-    namespace fs = std::filesystem;
-    std::vector<fs::path> reads{a.sim.config_file};
-    const fs::path bdir(a.positional[0]);
     std::error_code ec;
-    if (fs::is_directory(bdir, ec)) {
-      for (const auto& e : fs::directory_iterator(bdir, ec))
-        if (e.is_regular_file(ec)) reads.push_back(e.path());
-    } else if (fs::is_regular_file(bdir, ec)) {
-      // A bundle's launch text may be named directly (bundle.mlir, bundle.mlir.ref, any *.mlir).
-      const std::string ext = bdir.extension().string();
-      if (ext != ".mlir" && ext != ".ref")
-        throw InputError("run: '" + bdir.string() + "' is a file, not a bundle directory (nor a bundle.mlir)");
-      reads.push_back(bdir);
-    }
-    try {
-      if (fs::is_directory(bdir, ec)) reads.push_back(bundle::bundle_mlir_path(bdir));
-    } catch (const bundle::LoadError&) {
-      // load_bundle reports it below, with the rest of the bundle's checks
-    }
-    for (const auto& spec : a.inputs)
-      if (auto eq = spec.find('='); eq != std::string::npos) reads.emplace_back(spec.substr(eq + 1));
-    check_outputs(a, reads);
+    const std::string ext = bdir.extension().string();
+    // A bundle's launch text may be named directly (bundle.mlir, bundle.mlir.ref, any *.mlir).
+    if (fs::is_regular_file(bdir, ec) && ext != ".mlir" && ext != ".ref")
+      throw InputError("run: '" + bdir.string() + "' is a file, not a bundle directory (nor a bundle.mlir)");
   }
-  Simulation sim(resolve_config(a.sim), !a.trace_file.empty() || !a.out_dir.empty());
+  std::vector<fs::path> reads;  // every file this run reads: no output may be one of them
+  Simulation sim(resolve_config(a.sim, &reads), !a.trace_file.empty() || !a.out_dir.empty());
   Card& card = sim.top_as<Card>();
   const plan::CardParams params = plan_card_params(card);
   bundle::CardLimits limits;
@@ -642,6 +655,17 @@ int cmd_run(Args a) {
   std::vector<bundle::ResolvedExecution> resolved;
   try {
     lb = bundle::load_bundle(a.positional[0], limits);
+    {
+      std::error_code ec;
+      const bool ref = fs::is_directory(bdir, ec) ? fs::exists(bdir / bundle::k_bundle_ref, ec)
+                                                  : bdir.filename() == bundle::k_bundle_ref;
+      if (ref) reads.push_back(fs::is_directory(bdir, ec) ? bdir / bundle::k_bundle_ref : bdir);
+      reads.push_back(fs::is_directory(bdir, ec) || ref ? bundle::bundle_mlir_path(lb.dir) : bdir);
+      for (const auto& [file, _] : lb.sdscs) reads.push_back(lb.dir / file);
+    }
+    for (const auto& spec : a.inputs)
+      if (auto eq = spec.find('='); eq != std::string::npos) reads.emplace_back(spec.substr(eq + 1));
+    check_outputs(a, reads);
     bindings = plan::default_bindings(lb);
     resolved = bundle::resolve(lb, bindings, limits);
     plan::lower(lb, resolved, params, p);
@@ -656,12 +680,7 @@ int cmd_run(Args a) {
     if (!out) throw InputError("--dump-plan: cannot write '" + a.dump_plan + "'");
   }
   nlohmann::json data;
-  if (!a.no_data) {
-    if (!a.out_dir.empty()) std::filesystem::create_directories(a.out_dir);
-    data = run_data(a, lb, resolved, bindings, limits);
-  } else if (!a.inputs.empty()) {
-    throw InputError("--input needs data on (drop --no-data)");
-  }
+  if (!a.no_data) data = run_data(a, lb, resolved, bindings, limits);
   // Back to back on one card: the median run stands for the kernel (a card is timed the same way).
   std::vector<PlanResult> runs;
   runs.reserve(a.repeat);
@@ -708,7 +727,7 @@ int run(int argc, char** argv) {
   if (a.command == "describe" || a.command == "probe" || (a.command == "run" && a.no_data)) ops::release_blas_threads();
   if (!a.debug.empty()) enable_debug(a.debug, "--debug");
   if (const char* env = std::getenv("VSPYRE_DEBUG"); env && *env) enable_debug(env, "VSPYRE_DEBUG");
-  if (a.command == "--version") {
+  if (a.version) {  // whatever else the line says, as `vspyre run --version` always did
     std::cout << version_string() << "\n";
     return 0;
   }

@@ -902,16 +902,21 @@ SCHEDULER_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
 
 
 def check_scheduler(address):
-    """A Dask scheduler address, PROTOCOL://HOST[:PORT]; anything else is refused before the sweep."""
+    """A Dask scheduler address: [PROTOCOL://]HOST[:PORT] (tcp when no protocol is given, as Dask
+    reads it), or inproc://... as Dask writes it. Anything else is refused before the sweep starts."""
     from urllib.parse import urlsplit
-    try:
-        u = urlsplit(address)
-        ok = u.scheme in SCHEDULER_SCHEMES and bool(u.hostname) and (u.port is None or u.port > 0) \
-            and u.path in ("", "/")
-    except ValueError:  # a port that is not a number
-        ok = False
+    ok = bool(address) and not any(c.isspace() for c in address)
+    if ok and address.startswith("inproc://"):
+        ok = len(address) > len("inproc://")
+    elif ok:
+        try:
+            u = urlsplit(address if "://" in address else "tcp://" + address)
+            ok = u.scheme in SCHEDULER_SCHEMES and bool(u.hostname) and (u.port is None or u.port > 0) \
+                and u.path in ("", "/") and not u.netloc.endswith(":")
+        except ValueError:  # a port that is not a number
+            ok = False
     if not ok:
-        raise SweepError(f"--scheduler: expected a Dask scheduler address such as tcp://HOST:8786 "
+        raise SweepError(f"--scheduler: expected a Dask scheduler address such as tcp://HOST:8786 or HOST:8786 "
                          f"(protocols: {', '.join(SCHEDULER_SCHEMES)}), got '{address}'")
 
 
@@ -1016,7 +1021,8 @@ def main(argv=None):
         sys.stderr.write(f"vspyre sweep: error: {e}\n")
         return 2
     except OSError as e:  # the filesystem under --out: a full disk, no permission
-        sys.stderr.write(f"vspyre sweep: error: {e.filename or ''}: {e.strerror or e}\n")
+        where = f"{e.filename}: " if e.filename else ""
+        sys.stderr.write(f"vspyre sweep: error: {where}{e.strerror or e}\n")
         return 2
     except KeyboardInterrupt:
         return 130

@@ -223,7 +223,7 @@ ConfigNode parse_yaml(const std::string& text, const std::string& name) {
   }
 }
 
-ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack) {
+ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack, std::vector<fs::path>* read) {
   std::error_code ec;
   fs::path canon = fs::weakly_canonical(path, ec);
   if (ec) canon = path;
@@ -232,6 +232,7 @@ ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack
   if (fs::is_directory(path, ec)) throw InputError(path.string() + ": is a directory, not a config file");
   std::ifstream in(path);
   if (!in) throw InputError(path.string() + ": cannot open config file");
+  if (read) read->push_back(canon);
   std::stringstream ss;
   ss << in.rdbuf();
   ConfigNode doc = parse_yaml(ss.str(), path.string());
@@ -260,7 +261,7 @@ ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack
       if (tec) target_canon = target;
       if (target_canon == canon || std::find(stack.begin(), stack.end(), target_canon) != stack.end())
         throw ConfigError(f->loc(), "include cycle: '" + f->text() + "' is already being included");
-      result.merge_from(load_with_includes(target, stack));
+      result.merge_from(load_with_includes(target, stack, read));
     }
     stack.pop_back();
     doc.erase("include");
@@ -279,7 +280,12 @@ ConfigNode parse_config_text(const std::string& text, const std::string& name) {
 
 ConfigNode load_config_file(const std::string& path) {
   std::vector<fs::path> stack;
-  return load_with_includes(fs::path(path), stack);
+  return load_with_includes(fs::path(path), stack, nullptr);
+}
+
+ConfigNode load_config_file(const std::string& path, std::vector<fs::path>& files) {
+  std::vector<fs::path> stack;
+  return load_with_includes(fs::path(path), stack, &files);
 }
 
 void apply_override(ConfigNode& root, const std::string& assignment) {

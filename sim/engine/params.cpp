@@ -242,7 +242,7 @@ TimeValue ParamReader::get_time(std::string_view key, std::string_view def, Para
   // Every time on the card is a latency, an interval or a window: none comes near a second, and
   // one past it (2e7s) overflowed simulated time or wrapped the seeded jitters.
   if (v && (r->in_cycles ? r->value > kMaxParamCycles : r->value > kMaxParamTimePs))
-    fail(*v, key, "'" + v->text() + "' out of range [0, " + (r->in_cycles ? "1e9cycles" : "1s") + "]");
+    fail(*v, key, "'" + v->text() + "' out of range [0, " + (r->in_cycles ? "1e6cycles" : "1s") + "]");
   return *r;
 }
 

@@ -62,10 +62,11 @@ class ParamReader {
   // `min` / `max`: bounds as frequencies ("1MHz"); empty: none.
   double get_frequency(std::string_view key, std::string_view def, ParamInfo info, std::string_view min = {},
                        std::string_view max = {});
-  // A time of at most kMaxParamTimePs (1 s), or kMaxParamCycles cycles.
+  // A time of at most kMaxParamTimePs (1 s), or kMaxParamCycles cycles (1 s at the slowest
+  // clock a card takes, 1 MHz).
   TimeValue get_time(std::string_view key, std::string_view def, ParamInfo info);
   static constexpr double kMaxParamTimePs = 1e12;
-  static constexpr double kMaxParamCycles = 1e9;
+  static constexpr double kMaxParamCycles = 1e6;
   double get_bandwidth(std::string_view key, std::string_view def, ParamInfo info);
 
   // A nested group of parameters ("lx: {size: 2MiB}"); its keys are checked like ours.

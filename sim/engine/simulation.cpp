@@ -11,9 +11,11 @@ std::string version_string() {
   return std::string("vspyre ") + VSPYRE_VERSION + " (SystemC " + sc_core::sc_release() + ")";
 }
 
-ConfigNode resolve_config(const SimOptions& opts) {
+ConfigNode resolve_config(const SimOptions& opts, std::vector<std::filesystem::path>* files) {
+  std::vector<std::filesystem::path> read;
   ConfigNode root = opts.config_file.empty() ? ConfigNode::map(SourceLoc{"<defaults>"})
-                                             : load_config_file(opts.config_file);
+                                             : load_config_file(opts.config_file, read);
+  if (files) files->insert(files->end(), read.begin(), read.end());
   for (const auto& o : opts.overrides) apply_override(root, o);
   return root;
 }

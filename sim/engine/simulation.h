@@ -20,8 +20,9 @@ struct SimOptions {
   uint64_t seed = 1;
 };
 
-// Loads config_file (if any) and applies the overrides.
-ConfigNode resolve_config(const SimOptions& opts);
+// Loads config_file (if any) and applies the overrides. `files`, when given, receives every
+// config file read (config_file and its includes).
+ConfigNode resolve_config(const SimOptions& opts, std::vector<std::filesystem::path>* files = nullptr);
 
 class Simulation {
  public:
