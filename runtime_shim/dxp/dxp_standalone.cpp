@@ -53,7 +53,8 @@ void write_file(const fs::path& p, const void* data, size_t n) {
   if (!out) throw ToolError("cannot write " + p.string());
 }
 
-int compile(const std::string& dir, const std::string& out_dir);
+// `chosen`: the user named out_dir with -o (else it is DIR/spyreCodeDir, the tool's own).
+int compile(const std::string& dir, const std::string& out_dir, bool chosen);
 
 int run(int argc, char** argv) {
   std::string dir, out_dir;
@@ -77,16 +78,17 @@ int run(int argc, char** argv) {
   if (dir.empty()) throw UsageError("no bundle directory given (-d DIR)");
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw ToolError(dir + ": not a directory");
-  if (out_dir.empty()) out_dir = (fs::path(dir) / "spyreCodeDir").string();
+  const bool chosen = !out_dir.empty();
+  if (!chosen) out_dir = (fs::path(dir) / "spyreCodeDir").string();
   try {
-    return compile(dir, out_dir);
+    return compile(dir, out_dir, chosen);
   } catch (const vspyre::bundle::LoadError& e) {
     // The loader's one-line message, prefixed with the directory it was about.
     throw vspyre::bundle::LoadError(dir + ": " + e.what());
   }
 }
 
-int compile(const std::string& dir, const std::string& out_dir) {
+int compile(const std::string& dir, const std::string& out_dir, bool chosen) {
   std::error_code ec;
   // Validate: parse + static checks, then one binding at made-up addresses (unroll, alignment).
   namespace bundle = vspyre::bundle;
@@ -176,7 +178,27 @@ int compile(const std::string& dir, const std::string& out_dir) {
   const std::string json_text = sc.dump(2) + "\n";
 
   // Write into a fresh sibling directory, then swap it in, so a reader never sees half a dir.
-  const fs::path out(out_dir);
+  // A directory named with -o that exists must be a SpyreCode directory (a previous run's:
+  // spyrecode.json and init_binary.bin, nothing else) to be replaced: -o over a directory of the
+  // user's (the bundle's own, the current one) deleted everything in it. DIR/spyreCodeDir, the
+  // tool's own, is replaced whatever it holds (as torch-spyre's reruns expect).
+  fs::path out = fs::path(out_dir).lexically_normal();
+  if (out.filename().empty() && out.has_parent_path()) out = out.parent_path();  // "out/"
+  if (chosen) {
+    std::error_code sec;
+    if (fs::exists(fs::symlink_status(out, sec))) {
+      if (!fs::is_directory(fs::symlink_status(out, sec)))
+        throw ToolError(out.string() + " exists and is not a directory; not replaced");
+      if (fs::equivalent(out, fs::current_path(), sec) || out.filename() == "." || out.filename() == "..")
+        throw ToolError(out.string() + " is the current directory (or above it); not replaced");
+      for (const auto& e : fs::directory_iterator(out)) {
+        const std::string n = e.path().filename().string();
+        if (!(n == "spyrecode.json" || n == "init_binary.bin") || !e.is_regular_file())
+          throw ToolError(out.string() + " exists and is not a SpyreCode directory (it holds '" + n +
+                          "'); not replaced: remove it or name another -o");
+      }
+    }
+  }
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   std::string tmpl = (parent / ("." + out.filename().string() + ".tmpXXXXXX")).string();
   if (!mkdtemp(tmpl.data())) throw ToolError("cannot create a directory next to " + out.string() + ": " + std::strerror(errno));

@@ -152,6 +152,32 @@ TEST_CASE("shim: dxp_standalone rerun replaces the SpyreCode directory, -o choos
   CHECK(fs::is_regular_file(t.dir / "other" / "spyrecode.json"));
   // No temporary directories are left behind.
   for (const auto& e : fs::directory_iterator(d)) CHECK(e.path().filename().string().rfind(".spyreCodeDir", 0) != 0);
+  // -o over a previous SpyreCode directory replaces it; over anything else of the user's it
+  // refuses and leaves it as it was (it deleted everything in it, the bundle's own files too).
+  REQUIRE(run_dxp("-d " + d.string() + " -o " + (t.dir / "other").string() + "/", t).status == 0);
+  fs::create_directories(t.dir / "precious" / "sub");
+  std::ofstream(t.dir / "precious" / "important.txt") << "keep";
+  const std::string mlir = slurp(d / "bundle.mlir");
+  for (const fs::path& o : {t.dir / "precious", d, fs::path(d / "bundle.mlir")}) {
+    Result r = run_dxp("-d " + d.string() + " -o " + o.string(), t);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("not replaced") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  CHECK(slurp(t.dir / "precious" / "important.txt") == "keep");
+  CHECK(fs::is_directory(t.dir / "precious" / "sub"));
+  CHECK(slurp(d / "bundle.mlir") == mlir);
+  CHECK(fs::is_regular_file(d / "sdsc_0.json"));
+  // "-o ." from inside a directory (run in an empty one of the test's own, so that nothing else
+  // could be lost if the check failed).
+  fs::create_directories(t.dir / "empty");
+  const std::string errf = (t.dir / "dot.stderr").string();
+  const int st = std::system(("cd " + (t.dir / "empty").string() + " && " + VSPYRE_DXP_STANDALONE + " -d " + d.string() +
+                              " -o . 2>" + errf).c_str());
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 1);
+  CHECK(slurp(errf).find("is the current directory") != std::string::npos);
+  CHECK(fs::is_directory(t.dir / "empty"));
 }
 
 TEST_CASE("shim: dxp_standalone rejects a bad bundle with the loader's one-line message", "[shim][dxp]") {
