@@ -196,9 +196,11 @@ def load_table(path):
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ValidateError(f"{path}: cannot read the table: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise ValidateError(f"{path}: not a UTF-8 text file (byte {e.start}): not a measurement table") from e
     try:
         doc = yaml.safe_load(text)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -347,6 +349,20 @@ def fixture_dir(fx):
     return str(Path(fx) if os.path.isabs(fx) else ROOT / fx)
 
 
+def check_config(vspyre, config):
+    """The card the config describes, built once before any fixture runs: a bad config is one
+    error, not the same error on every row."""
+    try:
+        r = subprocess.run([vspyre, "describe", "--config", str(config), "--json"], capture_output=True,
+                           text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ValidateError(f"cannot run {vspyre} describe: {e}") from e
+    if r.returncode != 0:
+        err = r.stderr.strip().splitlines()
+        raise ValidateError((err[-1].replace("vspyre: error: ", "", 1) if err else
+                             f"{config}: vspyre describe exited with status {r.returncode}"))
+
+
 def run_fixture(vspyre, fixture, config, timeout):
     """One `vspyre run`: returns (stats dict or None, error text or None, elapsed s)."""
     cmd = [vspyre, "run", fixture_dir(fixture), "--config", str(config), "--json", "--no-data"]
@@ -408,11 +424,17 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
     vspyre = vspyre or find_vspyre()
     if not (os.path.isfile(vspyre) or shutil.which(vspyre)):
         raise ValidateError(f"vspyre binary {vspyre} does not exist")
+    check_config(vspyre, config)
     rows = load_table(table)
     by_id = {r["id"]: r for r in rows}
     if select:
-        pat = re.compile(select)
+        try:
+            pat = re.compile(select)
+        except re.error as e:
+            raise ValidateError(f"--rows: '{select}' is not a regular expression: {e}") from e
         keep = {r["id"] for r in rows if pat.search(r["id"]) or pat.fullmatch(r["section"])}
+        if not keep:
+            raise ValidateError(f"--rows: no row's id or section matches '{select}'")
         for r in rows:  # a ratio needs its two rows
             if r["id"] in keep and r["type"] == "M-ratio" and r.get("numerator"):
                 keep |= {r["numerator"], r["denominator"]}
@@ -552,7 +574,7 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
     ratios = [o for o in out_rows if o["type"] == "M-ratio" and o.get("status") == "ok"]
     ranges = [o for o in out_rows if "in_range" in o]
     res = {
-        "table": _rel(table), "config": _rel(config), "vspyre": vspyre,
+        "table": _rel(table), "config": _rel(config), "vspyre": vspyre, "select": select,
         "vspyre_version": vspyre_version(vspyre),
         "same_band_percent": 100.0 * band,
         **{k: v for k, v in summary.items() if k != "n"},
@@ -691,8 +713,10 @@ def report(res, out=sys.stdout):
           f"{o['error_percent']:+9.1f}  {o['direction_measured']} / {o['direction_predicted']}: {mark}\n")
     w("\nSummary over the counted M rows\n")
     if res["n_counted"]:
+        rest = res["n_rows"] - res["n_counted"] - res["n_predictions"] - res["ratio"]["n"] - res["n_not_run"]
         w(f"  rows counted           {res['n_counted']} (of {res['n_rows']}: {res['n_predictions']} P, "
-          f"{res['ratio']['n']} ratios run, {res['n_not_run']} without a fixture)\n")
+          f"{res['ratio']['n']} ratios run, {res['n_not_run']} without a fixture"
+          + (f", {rest} range or not run" if rest else "") + ")\n")
         w(f"  MAPE                   {res['mape_percent']:.1f} %\n")
         w(f"  worst error            {res['max_error_percent']:.1f} % ({res['max_error_row']})\n")
         w(f"  Pearson (linear / log) {_f(res['pearson'], 3)} / {_f(res['pearson_log'], 3)}\n")
@@ -817,6 +841,19 @@ def write_plot(res, path):
     return None
 
 
+def prepare_out(out_dir):
+    """--out, made before any fixture runs (it failed after all of them had)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValidateError(f"--out: {out_dir} exists and is not a directory")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValidateError(f"--out: cannot create {out_dir}: {e.strerror or e}") from e
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise ValidateError(f"--out: cannot write in {out_dir}")
+
+
 def write_outputs(res, out_dir, plot=True):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -885,17 +922,28 @@ def baseline_of(res):
     }
 
 
-def check_baseline(res, baseline_path, tolerance=1.0):
-    """(ok, message): fails when MAPE > baseline MAPE + tolerance points or a fixture failed."""
+def read_baseline(baseline_path):
+    """The baseline's JSON, checked (main reads it before any fixture runs)."""
     p = Path(baseline_path)
     try:
         base = json.loads(p.read_text())
     except OSError as e:
         raise ValidateError(f"{p}: cannot read the baseline: {e.strerror}") from e
-    except ValueError as e:
+    except ValueError as e:  # UnicodeDecodeError too
         raise ValidateError(f"{p}: not a JSON file: {e}") from e
     if not isinstance(base, dict) or not _num(base.get("mape_percent")):
         raise ValidateError(f"{p}: no numeric `mape_percent` (write one with --write-baseline)")
+    if "rows" in base and not isinstance(base["rows"], dict):
+        raise ValidateError(f"{p}: `rows` must map each row id to its prediction (write one with --write-baseline)")
+    if base.get("rows") and not any(isinstance(v, dict) and _num(v.get("error_percent")) for v in base["rows"].values()):
+        raise ValidateError(f"{p}: no row of `rows` has a numeric `error_percent` (write one with --write-baseline)")
+    return base
+
+
+def check_baseline(res, baseline_path, tolerance=1.0):
+    """(ok, message): fails when MAPE > baseline MAPE + tolerance points or a fixture failed."""
+    p = Path(baseline_path)
+    base = read_baseline(p)
     msgs, ok = [], True
     if res["failed"]:
         ok = False
@@ -906,6 +954,11 @@ def check_baseline(res, baseline_path, tolerance=1.0):
     brows = {k: v for k, v in (base.get("rows") or {}).items()
              if isinstance(v, dict) and _num(v.get("error_percent"))}
     scope, notes = "", []
+    if not brows and res.get("select"):
+        # A --rows subset against a baseline without rows: its MAPE is the whole table's.
+        ok = False
+        msgs.append(f"{p} lists no rows, so a --rows subset cannot be compared with it")
+        return ok, "\n".join(msgs)
     if brows and set(brows) != set(counted):
         # Different row sets (a --rows subset, rows added or removed): compare on the common rows.
         common = sorted(set(brows) & set(counted))
@@ -976,13 +1029,13 @@ def rows_moved(counted, base_rows):
 
 
 def seed_list(text):
-    """--seeds: comma-separated card.launch_seed values (non-negative integers)."""
+    """--seeds: comma-separated card.launch_seed values (integers in [0, 2^63))."""
     try:
         seeds = [int(x) for x in text.split(",") if x.strip() != ""]
     except ValueError:
         seeds = []
-    if not seeds or any(x < 0 for x in seeds):
-        raise argparse.ArgumentTypeError(f"'{text}': expected non-negative integers separated by commas, e.g. 2,3")
+    if not seeds or any(x < 0 or x >= 2 ** 63 for x in seeds):
+        raise argparse.ArgumentTypeError(f"'{text}': expected integers in [0, 2^63) separated by commas, e.g. 2,3")
     return seeds
 
 
@@ -1018,11 +1071,20 @@ def main(argv=None):
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     a = ap.parse_args(argv)
+    if a.jobs is not None and a.jobs < 1:
+        ap.error("--jobs must be at least 1")
+    if not (0 <= a.same_band < 100):
+        ap.error("--same-band must be a percentage in [0, 100)")
+    if not a.timeout > 0:
+        ap.error("--timeout must be positive")
     prog = None if (a.quiet or a.json) else (
         lambda s: sys.stderr.write(f"vspyre validate: {s}\n"))
     try:
         if a.check_baseline and not Path(a.check_baseline).is_file():
             raise ValidateError(f"{a.check_baseline}: no such baseline file")
+        if a.check_baseline:
+            read_baseline(a.check_baseline)
+        prepare_out(a.out)
         res = validate(a.table, config=a.config, vspyre=a.vspyre, jobs=a.jobs, timeout=a.timeout,
                        band=a.same_band / 100.0, select=a.rows, progress=prog)
         if a.seeds:

@@ -77,6 +77,11 @@ FAKE = textwrap.dedent("""\
     times = json.load(open({times!r}))
     if sys.argv[1] == "--version":
         print("vspyre fake"); sys.exit(0)
+    if sys.argv[1] == "describe":  # the config check before the fixtures
+        cfg = open(sys.argv[3]).read()
+        if "banana" in cfg:
+            sys.stderr.write("vspyre: error: " + sys.argv[3] + ":2:17: card.core.count: expected an integer\\n"); sys.exit(1)
+        print("[]"); sys.exit(0)
     name = os.path.basename(os.path.normpath(sys.argv[2]))
     if name not in times:
         sys.stderr.write("vspyre: error: cannot load " + name + "\\n"); sys.exit(2)
@@ -344,6 +349,51 @@ def test_baseline_check_fails_when_mape_rises_more_than_a_point(fake, tmp_path, 
                     "--check-baseline", str(base)]) == 0
     err = capsys.readouterr().err
     assert "over the 2 rows both have" in err and "not in the baseline: rc" in err
+
+
+def test_bad_arguments_are_one_line_errors_before_any_fixture_runs(fake, tmp_path, capsys):
+    # Each was a traceback, or an error only after every fixture had run, or a silent pass.
+    make_table, set_times, exe = fake
+    t = make_table([m_row("ra", "a", 100.0), m_row("rb", "b", 100.0)])
+    set_times(a=110.0, b=90.0)
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    notutf = tmp_path / "bin.yaml"
+    notutf.write_bytes(b"\xff\xfe")
+    badcfg = tmp_path / "bad.yaml"
+    badcfg.write_text("card:\n  core: {count: banana}\n")
+    listrows = tmp_path / "b1.json"
+    listrows.write_text('{"mape_percent": 14.0, "rows": []}')
+    nullrows = tmp_path / "b2.json"
+    nullrows.write_text('{"mape_percent": 14.0, "rows": {"ra": {"predicted_us": null}}}')
+    base = ["--table", str(t), "--vspyre", exe, "-q", "--no-plot"]
+    for extra, words in (
+            (["--rows", "["], "--rows: '[' is not a regular expression"),
+            (["--rows", "zzz"], "--rows: no row's id or section matches 'zzz'"),
+            (["--out", str(afile)], "exists and is not a directory"),
+            (["--out", str(afile / "sub")], "--out: cannot create"),
+            (["--config", str(badcfg)], "card.core.count: expected an integer"),
+            (["--check-baseline", str(listrows)], "`rows` must map each row id"),
+            (["--check-baseline", str(nullrows)], "no row of `rows` has a numeric `error_percent`")):
+        out = tmp_path / "o_fresh"
+        args = base + ["--out", str(out)] + extra
+        assert vv.main(args) == 2, extra
+        err = capsys.readouterr().err
+        assert f"vspyre validate: error: " in err and words in err, (extra, err)
+        assert len(err.strip().splitlines()) == 1, err
+        assert not (out / "validation.csv").exists(), extra  # nothing ran
+    assert vv.main(["--table", str(notutf), "--vspyre", exe, "-q", "--out", str(tmp_path / "o")]) == 2
+    assert "not a UTF-8 text file" in capsys.readouterr().err
+    assert afile.read_text() == "keep"
+    for extra in (["--jobs", "0"], ["--same-band", "-5"], ["--seeds", "99999999999999999999"]):
+        with pytest.raises(SystemExit):
+            vv.main(base + extra)
+    # A --rows subset cannot be held against a baseline that has no rows: it failed to say so and
+    # compared the subset's MAPE with the whole table's.
+    norows = tmp_path / "b3.json"
+    norows.write_text('{"mape_percent": 14.0}')
+    assert vv.main(base + ["--out", str(tmp_path / "o"), "--rows", "ra", "--check-baseline", str(norows)]) == 1
+    assert "lists no rows, so a --rows subset cannot be compared with it" in capsys.readouterr().err
 
 
 def test_baseline_check_names_rows_that_moved_even_when_mape_did_not(fake, tmp_path, capsys):
