@@ -1,4 +1,6 @@
 // Runtime context, stream engine, device enumeration, operation parameters.
+#include <cerrno>
+#include <climits>
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -336,13 +338,18 @@ int RuntimeContext::getDeviceId() const { return impl_->device_id; }
 
 namespace {
 
-std::optional<long long> env_int(const char* name) {
+// An integer environment variable, unset or empty: nullopt. Set to anything but a whole number
+// in [min, max]: an error naming it (VSPYRE_NUM_DEVICES=abc used the default, 0 gave 1 device).
+std::optional<long long> env_int(const char* name, long long min = LLONG_MIN, long long max = LLONG_MAX) {
   const char* v = std::getenv(name);
   if (!v || !*v) return std::nullopt;
   char* end = nullptr;
+  errno = 0;
   long long x = std::strtoll(v, &end, 10);
   while (end && std::isspace(static_cast<unsigned char>(*end))) ++end;
-  if (end == v || (end && *end)) return std::nullopt;
+  if (end == v || (end && *end) || errno == ERANGE || x < min || x > max)
+    throw std::runtime_error(std::string("flex: ") + name + "='" + v + "': expected a whole number in [" +
+                             std::to_string(min) + ", " + std::to_string(max) + "]");
   return x;
 }
 
@@ -362,7 +369,7 @@ std::shared_ptr<RuntimeContext>& process_runtime() {
 }  // namespace
 
 size_t getNumDevices() {
-  const long long total = std::max<long long>(1, env_int("VSPYRE_NUM_DEVICES").value_or(2));
+  const long long total = env_int("VSPYRE_NUM_DEVICES", 1, 1024).value_or(2);
   std::string mode = "PF";
   if (const char* d = std::getenv("FLEX_DEVICE"); d && *d) mode = trim(d);
   std::transform(mode.begin(), mode.end(), mode.begin(), ::toupper);
@@ -462,23 +469,35 @@ ContextOptions optionsFromEnvironment() {
     o.capacity_bytes = b->memoryCapacity();
     o.backend = std::move(b);
   }
+  // Bytes, with an optional K, M or G (binary) suffix: anything else, zero, a negative number or
+  // more than 2^50 is an error naming the variable (-5 wrapped to 18446744073709551611; "banana"
+  // was ignored).
   for (const char* name : {"FLEX_MOCK_DEVICE_MEMORY_SIZE", "VSPYRE_DEVICE_MEMORY_BYTES"}) {
     if (const char* v = std::getenv(name); v && *v) {
-      char* end = nullptr;
-      unsigned long long x = std::strtoull(v, &end, 10);
-      if (end != v && x > 0) {
-        switch (end ? std::toupper(static_cast<unsigned char>(*end)) : 0) {
-          case 'K': x <<= 10; break;
-          case 'M': x <<= 20; break;
-          case 'G': x <<= 30; break;
-          default: break;
-        }
-        o.capacity_bytes = x;
+      const std::string t = v;
+      size_t digits = 0;
+      while (digits < t.size() && std::isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
+      const std::string suffix = t.substr(digits);
+      int shift = -1;
+      if (suffix.empty()) shift = 0;
+      else if (suffix.size() == 1) {
+        const char c = static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0])));
+        shift = c == 'K' ? 10 : c == 'M' ? 20 : c == 'G' ? 30 : -1;
       }
+      unsigned long long x = 0;
+      bool ok = digits > 0 && digits <= 16 && shift >= 0 && shift <= 30;
+      if (ok) {
+        x = std::stoull(t.substr(0, digits)) << shift;
+        ok = x > 0 && x <= (1ull << 50) && (x >> shift) == std::stoull(t.substr(0, digits));
+      }
+      if (!ok)
+        throw std::runtime_error(std::string("flex: ") + name + "='" + t +
+                                 "': expected a device memory size in bytes, with an optional K, M or G suffix, "
+                                 "from 1 to 2^50 (e.g. 16G)");
+      o.capacity_bytes = x;
     }
   }
-  if (const char* v = std::getenv("VSPYRE_SHIM_WORKERS"); v && *v)
-    o.workers = std::clamp(std::atoi(v), 1, 64);
+  if (auto w = flex::env_int("VSPYRE_SHIM_WORKERS", 1, 64)) o.workers = static_cast<int>(*w);
   return o;
 }
 

@@ -25,6 +25,16 @@ struct EnvGuard {
   }
 };
 std::string dl16_name(DataFormats f) { return EnumsConversion::dataFormatsToString(f); }
+// The message f throws ("" when it does not throw).
+template <class F>
+std::string thrown(F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
 }  // namespace
 
 TEST_CASE("shim: address constants match torch-spyre's pinned values") {
@@ -76,6 +86,49 @@ TEST_CASE("shim: device enumeration follows FLEX_DEVICE AIU_WORLD_SIZE and SPYRE
   { EnvGuard e({{"FLEX_DEVICE", "MOCK"}, {"AIU_WORLD_SIZE", "5"}}); CHECK(flex::getNumDevices() == 5); }
   { EnvGuard e({{"FLEX_DEVICE", "MOCK"}, {"AIU_WORLD_SIZE", "0"}}); CHECK_THROWS(flex::getNumDevices()); }
   { EnvGuard e({{"FLEX_DEVICE", "GPU"}}); CHECK_THROWS(flex::getNumDevices()); }
+  // A count that is not one is an error naming the variable ("abc" used the default, 0 gave 1).
+  for (const char* bad : {"abc", "0", "-2", "3x", "99999999999999999999"}) {
+    EnvGuard e({{"VSPYRE_NUM_DEVICES", bad}});
+    CHECK(thrown([] { flex::getNumDevices(); }).find("VSPYRE_NUM_DEVICES='" + std::string(bad) + "'") != std::string::npos);
+    std::shared_ptr<flex::RuntimeContext> rt;
+    CHECK_FALSE(flex::initializeRuntime(&rt, 0).ok());
+  }
+}
+
+TEST_CASE("shim: the device memory size and worker count from the environment are checked") {
+  struct Env {
+    explicit Env(const char* name, const char* v) : n(name) {
+      setenv("VSPYRE_SHIM_CARD", "0", 1);  // no card: the options alone
+      setenv(n, v, 1);
+    }
+    ~Env() {
+      unsetenv(n);
+      unsetenv("VSPYRE_SHIM_CARD");
+    }
+    const char* n;
+  };
+  auto cap = [](const char* name, const char* v) {
+    Env e(name, v);
+    return vspyre::shim::optionsFromEnvironment().capacity_bytes;
+  };
+  CHECK(cap("FLEX_MOCK_DEVICE_MEMORY_SIZE", "16G") == (uint64_t{16} << 30));
+  CHECK(cap("VSPYRE_DEVICE_MEMORY_BYTES", "4096") == 4096);
+  CHECK(cap("VSPYRE_DEVICE_MEMORY_BYTES", "64k") == 65536);
+  // -5 wrapped to 18446744073709551611 bytes; "banana" was ignored.
+  for (const char* bad : {"-5", "banana", "0", "16T", "16GB", "99999999999999999G", ""}) {
+    if (!*bad) continue;  // empty: unset
+    Env e("FLEX_MOCK_DEVICE_MEMORY_SIZE", bad);
+    CHECK(thrown([] { vspyre::shim::optionsFromEnvironment(); }).find("FLEX_MOCK_DEVICE_MEMORY_SIZE='" + std::string(bad) + "'") !=
+          std::string::npos);
+  }
+  {
+    Env e("VSPYRE_SHIM_WORKERS", "8");
+    CHECK(vspyre::shim::optionsFromEnvironment().workers == 8);
+  }
+  for (const char* bad : {"0", "many", "65"}) {
+    Env e("VSPYRE_SHIM_WORKERS", bad);
+    CHECK(thrown([] { vspyre::shim::optionsFromEnvironment(); }).find("VSPYRE_SHIM_WORKERS") != std::string::npos);
+  }
 }
 
 TEST_CASE("shim: DataFormats names and the stick-size table") {
