@@ -359,6 +359,8 @@ int cmd_probe(Args a) {
     return 0;
   }
   allow_only(a, {"--config", "-p", "--json", "--out", "--trace", "--debug"});
+  if (a.positional.size() > 1)
+    throw InputError("probe: one probe at a time, got '" + a.positional[0] + "' and '" + a.positional[1] + "' (see --help)");
   if (a.positional.size() != 1) throw InputError("probe: name one probe: memory, ring, pcie or pt (see --help)");
   const std::string which = a.positional[0];
   static const std::set<std::string> probes{"memory", "ring", "pcie", "pt"};
@@ -715,6 +717,13 @@ int cmd_run(Args a) {
                     a.repeat, runs.front().kernel_ps / 1e6, runs[order.front()].kernel_ps / 1e6,
                     runs[order.back()].kernel_ps / 1e6, median + 1);
       std::cout << buf;
+      // Every run's time (up to 1000 runs: the README promises them), ten to a line.
+      for (size_t i = 0; i < runs.size(); ++i) {
+        std::snprintf(buf, sizeof buf, "%s%.3f", i % 10 == 0 ? (i ? "\n                 " : "runs us          ") : " ",
+                      runs[i].kernel_ps / 1e6);
+        std::cout << buf;
+      }
+      std::cout << "\n";
     }
     if (!a.no_data) std::cout << format_data(data);
   }

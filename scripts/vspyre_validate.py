@@ -208,6 +208,8 @@ def load_table(path):
         raise ValidateError(f"{path}: not valid YAML: {e}") from e
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not doc["rows"]:
         raise ValidateError(f"{path}: the table must be a mapping with a non-empty list `rows`")
+    if doc.get("schema", 1) != 1:
+        raise ValidateError(f"{path}: `schema: {doc.get('schema')}` is not a table this script reads (schema 1)")
     lines = []
     for k, v in node.value:
         if k.value == "rows":

@@ -384,6 +384,10 @@ def test_bad_arguments_are_one_line_errors_before_any_fixture_runs(fake, tmp_pat
         assert not (out / "validation.csv").exists(), extra  # nothing ran
     assert vv.main(["--table", str(notutf), "--vspyre", exe, "-q", "--out", str(tmp_path / "o")]) == 2
     assert "not a UTF-8 text file" in capsys.readouterr().err
+    schema7 = tmp_path / "s7.yaml"
+    schema7.write_text(t.read_text().replace("schema: 1", "schema: 7"))
+    assert vv.main(["--table", str(schema7), "--vspyre", exe, "-q", "--out", str(tmp_path / "o")]) == 2
+    assert "`schema: 7` is not a table this script reads" in capsys.readouterr().err
     assert afile.read_text() == "keep"
     for extra in (["--jobs", "0"], ["--same-band", "-5"], ["--seeds", "99999999999999999999"]):
         with pytest.raises(SystemExit):

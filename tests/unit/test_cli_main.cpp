@@ -189,6 +189,9 @@ TEST_CASE("cli: an option a command does not use, or a stray argument, is refuse
   check_input_error(run({"probe", "pt", "--seed", "5"}), "probe: option --seed does not apply");
   check_input_error(run({"describe", "--out", "x"}), "describe: option --out does not apply");
   check_input_error(run({"describe", "memory"}), "describe: takes no arguments, got 'memory' (see --help)");
+  check_input_error(run({"probe", "memory", "extra"}), "probe: one probe at a time, got 'memory' and 'extra' (see --help)");
+  check_input_error(run({"probe", "pcie", "-p", "card.host_link.lanes=3"}),
+                    "card.host_link.lanes: 3 is not a PCIe link width (1, 2, 4, 8, 12, 16 or 32)");
   // Each command's own options, in both spellings of -p and --config.
   CHECK(run({"probe", "pt", "-c", config_path("spyre.yaml"), "-pcard.core.lx.size=1MiB", "--json"}).code == 0);
 }

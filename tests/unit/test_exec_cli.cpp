@@ -325,6 +325,10 @@ TEST_CASE("exec cli: --repeat runs the kernel back to back on one card and repor
   const Result text = vspyre_run({f, "--no-data", "--repeat", "3"});
   REQUIRE(text.code == 0);
   CHECK(text.out.find("repeat           3 runs back to back") != std::string::npos);
+  // ... and lists every run's time, as --json does.
+  char line[128];
+  std::snprintf(line, sizeof line, "runs us          %.3f %.3f %.3f\n", t[0], t[1], t[2]);
+  CHECK(text.out.find(line) != std::string::npos);
 
   for (const char* bad : {"0", "1001", "x", "-2", "2.5", ""}) {
     const Result b = vspyre_run({f, "--no-data", "--repeat", bad});
