@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -190,63 +191,79 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// The files a run writes (--out DIR's, --trace, --dump-plan), checked once the config and the
-// bundle have loaded and before the card runs: each can be written, none is a directory or a
-// dangling link, no two are the same file, and none is a file the run reads (`reads`: the config
-// and every file it includes, the bundle's launch text, its bundle.mlir.ref and the SDSC files it
-// names, each --input). A trace written over sdsc_0.json destroyed the bundle; an --out that could
-// not be created failed after the whole simulation. --out is created here, not before.
-void check_outputs(const Args& a, const std::vector<std::filesystem::path>& reads) {
-  namespace fs = std::filesystem;
-  auto canon = [](const fs::path& p) {
-    std::error_code ec;
-    fs::path c = fs::weakly_canonical(p, ec);
-    return ec ? fs::absolute(p, ec).lexically_normal() : c;
-  };
-  std::set<fs::path> inputs;
-  for (const auto& r : reads) inputs.insert(canon(r));
-  std::map<fs::path, std::string> written;  // canonical path -> the option that writes it
-  auto check_file = [&](const fs::path& file, const std::string& what) {
+// The files a run writes: --trace, --dump-plan, and in --out DIR stats.json, trace.json,
+// config.resolved.yaml and the tensors' <label>_input.npy / _output.npy. None may be a file the
+// run reads (`reads`: the config and every file it includes, the bundle's launch text, its
+// bundle.mlir.ref and the SDSC files it names, each --input), whatever the spelling or link that
+// reaches it; no two may be one file; none may be a directory or a link to nothing. The named
+// outputs are checked once the config and the bundle have loaded, before the card runs (a trace
+// written over sdsc_0.json destroyed the bundle; an --out that could not be made failed after the
+// whole simulation); the tensors' files as they are written. --out is made only when something
+// goes into it, so a run that fails leaves none behind.
+namespace fs = std::filesystem;
+
+class OutputGuard {
+ public:
+  OutputGuard(const Args& a, const std::vector<std::filesystem::path>& reads) : m_out(a.out_dir) {
+    for (const auto& r : reads) m_inputs.insert(canon(r));
+    if (!a.trace_file.empty()) check(a.trace_file, "--trace");
+    if (!a.dump_plan.empty()) check(a.dump_plan, "--dump-plan");
+    if (!m_out.empty()) {
+      std::error_code ec;
+      if (fs::exists(m_out, ec) && !fs::is_directory(m_out, ec))
+        throw InputError("--out: '" + m_out.string() + "' exists and is not a directory");
+      // The nearest directory that exists must let us make the rest.
+      fs::path up = fs::absolute(m_out, ec);
+      while (!up.empty() && !fs::exists(up, ec) && up.has_parent_path() && up.parent_path() != up) up = up.parent_path();
+      if (!fs::is_directory(up, ec) || ::access(up.c_str(), W_OK | X_OK) != 0)
+        throw InputError("--out: cannot create '" + m_out.string() + "': '" + up.string() + "' is not a directory this user can write in");
+      for (const char* f : {"stats.json", "trace.json", "config.resolved.yaml"}) check(m_out / f, "--out");
+    }
+  }
+  // `file`, about to be written by `what`: refused if the run reads it, something else writes it,
+  // or it cannot be written. Files in --out are checked before --out exists.
+  void check(const fs::path& file, const std::string& what) {
     std::error_code ec;
     const fs::path c = canon(file);
-    if (inputs.count(c))
+    if (m_inputs.count(c))
       throw InputError(what + ": '" + file.string() + "' is a file this run reads; it would be overwritten");
-    if (auto w = written.find(c); w != written.end())
+    if (auto w = m_written.find(c); w != m_written.end())
       throw InputError(what + ": '" + file.string() + "' is also written by " + w->second);
-    written.emplace(c, what);
+    m_written.emplace(c, what);
     if (fs::is_directory(file, ec)) throw InputError(what + ": '" + file.string() + "' is a directory, not a file");
     if (fs::is_symlink(fs::symlink_status(file, ec)) && !fs::exists(file, ec))
       throw InputError(what + ": '" + file.string() + "' is a link to nothing");
     const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+    if (!m_out.empty() && canon(dir) == canon(m_out) && !fs::exists(dir, ec)) return;  // --out, made later
     if (!fs::is_directory(dir, ec))
       throw InputError(what + ": cannot write '" + file.string() + "': no directory '" + dir.string() + "'");
     if (fs::exists(file, ec) ? ::access(file.c_str(), W_OK) != 0 : ::access(dir.c_str(), W_OK | X_OK) != 0)
       throw InputError(what + ": cannot write '" + file.string() + "': " + std::strerror(errno));
-  };
-  if (!a.trace_file.empty()) check_file(a.trace_file, "--trace");
-  if (!a.dump_plan.empty()) check_file(a.dump_plan, "--dump-plan");
-  if (!a.out_dir.empty()) {
-    std::error_code ec;
-    const fs::path dir(a.out_dir);
-    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-      throw InputError("--out: '" + a.out_dir + "' exists and is not a directory");
-    // What --out DIR would hold, checked before DIR is created (a bad run leaves nothing behind).
-    for (const char* f : {"stats.json", "trace.json", "config.resolved.yaml"})
-      if (inputs.count(canon(dir / f)))
-        throw InputError("--out: '" + (dir / f).string() + "' is a file this run reads; it would be overwritten");
-    // The tensors go to DIR/arg<N>[+<offset>]_input.npy and _output.npy: an --input of such a name there
-    // could be written over before it is read again.
-    for (const auto& in : inputs) {
-      const std::string n = in.filename().string();
-      const bool tensor_file = n.rfind("arg", 0) == 0 && (n.size() > 10 && (n.ends_with("_input.npy") || n.ends_with("_output.npy")));
-      if (tensor_file && canon(in.parent_path()) == canon(dir))
-        throw InputError("--out: '" + a.out_dir + "' is where this run writes " + n + ", an --input it reads; read it from elsewhere or write to another --out");
-    }
-    fs::create_directories(dir, ec);
-    if (ec) throw InputError("--out: cannot create '" + a.out_dir + "': " + ec.message());
-    for (const char* f : {"stats.json", "trace.json", "config.resolved.yaml"}) check_file(dir / f, "--out");
   }
-}
+  // --out DIR/name, checked and DIR made: for the tensors' files as the data run writes them.
+  fs::path out_file(const std::string& name) {
+    const fs::path f = m_out / name;
+    check(f, "--out");
+    make_out();
+    return f;
+  }
+  void make_out() const {
+    std::error_code ec;
+    fs::create_directories(m_out, ec);
+    if (ec) throw InputError("--out: cannot create '" + m_out.string() + "': " + ec.message());
+  }
+
+ private:
+  static fs::path canon(const fs::path& p) {
+    std::error_code ec;
+    const fs::path abs = fs::absolute(p, ec);
+    fs::path c = fs::weakly_canonical(abs, ec);
+    return ec ? abs.lexically_normal() : c;
+  }
+  fs::path m_out;
+  std::set<fs::path> m_inputs;
+  std::map<fs::path, std::string> m_written;  // canonical path -> the option that writes it
+};
 
 // The loader names a bundle's files as the bundle does ("bundle.mlir:8: ...", "sdsc_0.json:
 // /path: ..."); the user gave a directory, and may be running many: the file's path as the user
@@ -372,7 +389,7 @@ int cmd_probe(Args a) {
   if (!a.config_given) a.sim.config_file = default_config_path();
   std::vector<std::filesystem::path> reads;
   Simulation sim(resolve_config(a.sim, &reads), !a.trace_file.empty() || !a.out_dir.empty());
-  check_outputs(a, reads);
+  OutputGuard guard(a, reads);
   Card& card = sim.top_as<Card>();
   nlohmann::json r;
   if (which == "memory") r = probe_memory(card);
@@ -441,7 +458,7 @@ void check_input(const std::string& file, const exec::NpyArray& arr, const exec:
 
 nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
                         const std::vector<bundle::ResolvedExecution>& resolved,
-                        const bundle::Bindings& bindings, const bundle::CardLimits& limits) {
+                        const bundle::Bindings& bindings, const bundle::CardLimits& limits, OutputGuard& guard) {
   try {
     const auto t0 = std::chrono::steady_clock::now();
     exec::SparseMemory mem;
@@ -492,7 +509,7 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
           e["source"] = kt.index_bound ? "random indices below " + std::to_string(kt.index_bound) : "random";
         }
         if (!a.out_dir.empty())
-          exec::write_npy(std::filesystem::path(a.out_dir) / (label + "_input.npy"),
+          exec::write_npy(guard.out_file(label + "_input.npy"),
                           exec::read_tensor(mem, kt.info), kt.info.size);
       }
       entry[k] = e;
@@ -539,7 +556,7 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
       std::vector<float> out;
       if (!a.out_dir.empty() || !streamed_check) out = exec::read_tensor(mem, kt.info);
       if (!a.out_dir.empty())
-        exec::write_npy(std::filesystem::path(a.out_dir) / (exec::kernel_tensor_label(kt) + "_output.npy"),
+        exec::write_npy(guard.out_file(exec::kernel_tensor_label(kt) + "_output.npy"),
                         out, kt.info.size);
       if (streamed_check) {
         if (auto it = sc.outputs.find(k); it != sc.outputs.end())
@@ -655,6 +672,7 @@ int cmd_run(Args a) {
   bundle::LoadedBundle lb;
   bundle::Bindings bindings;
   std::vector<bundle::ResolvedExecution> resolved;
+  std::optional<OutputGuard> guard;
   try {
     lb = bundle::load_bundle(a.positional[0], limits);
     {
@@ -667,7 +685,7 @@ int cmd_run(Args a) {
     }
     for (const auto& spec : a.inputs)
       if (auto eq = spec.find('='); eq != std::string::npos) reads.emplace_back(spec.substr(eq + 1));
-    check_outputs(a, reads);
+    guard.emplace(a, reads);
     bindings = plan::default_bindings(lb);
     resolved = bundle::resolve(lb, bindings, limits);
     plan::lower(lb, resolved, params, p);
@@ -682,7 +700,7 @@ int cmd_run(Args a) {
     if (!out) throw InputError("--dump-plan: cannot write '" + a.dump_plan + "'");
   }
   nlohmann::json data;
-  if (!a.no_data) data = run_data(a, lb, resolved, bindings, limits);
+  if (!a.no_data) data = run_data(a, lb, resolved, bindings, limits, *guard);
   // Back to back on one card: the median run stands for the kernel (a card is timed the same way).
   std::vector<PlanResult> runs;
   runs.reserve(a.repeat);

@@ -911,12 +911,12 @@ def check_scheduler(address):
     elif ok:
         try:
             u = urlsplit(address if "://" in address else "tcp://" + address)
-            ok = u.scheme in SCHEDULER_SCHEMES and bool(u.hostname) and (u.port is None or u.port > 0) \
-                and u.path in ("", "/") and not u.netloc.endswith(":")
+            ok = u.scheme in SCHEDULER_SCHEMES and bool(u.hostname) and u.port is not None and u.port > 0 \
+                and u.path in ("", "/")
         except ValueError:  # a port that is not a number
             ok = False
     if not ok:
-        raise SweepError(f"--scheduler: expected a Dask scheduler address such as tcp://HOST:8786 or HOST:8786 "
+        raise SweepError(f"--scheduler: expected a Dask scheduler address with its port, such as tcp://HOST:8786 or HOST:8786 "
                          f"(protocols: {', '.join(SCHEDULER_SCHEMES)}), got '{address}'")
 
 

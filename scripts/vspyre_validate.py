@@ -418,8 +418,9 @@ def rows_over_25(rows):
 
 
 def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05, select=None,
-             progress=None):
-    """Run every fixture of the table; returns the result dict (the --json object)."""
+             progress=None, before_run=None):
+    """Run every fixture of the table; returns the result dict (the --json object). `before_run`
+    is called once the config, the table and the selection are checked, before any fixture runs."""
     config = Path(config) if config else DEFAULT_CONFIG
     if not config.is_file():
         raise ValidateError(f"{config}: no such config file")
@@ -442,6 +443,8 @@ def validate(table, config=None, vspyre=None, jobs=None, timeout=1800, band=0.05
                 keep |= {r["numerator"], r["denominator"]}
         rows = [r for r in rows if r["id"] in keep]
     fixtures = sorted({f for r in rows for f in fixture_list(r.get("fixture"))})
+    if before_run:
+        before_run()
     # Longest first (the committed baseline's kernel times stand in for simulation cost), so the
     # slow matmuls do not start last.
     try:
@@ -1077,8 +1080,10 @@ def main(argv=None):
         ap.error("--jobs must be at least 1")
     if not (0 <= a.same_band < 100):
         ap.error("--same-band must be a percentage in [0, 100)")
-    if not a.timeout > 0:
-        ap.error("--timeout must be positive")
+    if not 0 < a.timeout <= 1e6:
+        ap.error("--timeout must be a number of seconds in (0, 1e6]")
+    if not 0 <= a.tolerance < float("inf"):
+        ap.error("--tolerance must be a number of percentage points, 0 or more")
     prog = None if (a.quiet or a.json) else (
         lambda s: sys.stderr.write(f"vspyre validate: {s}\n"))
     try:
@@ -1086,9 +1091,9 @@ def main(argv=None):
             raise ValidateError(f"{a.check_baseline}: no such baseline file")
         if a.check_baseline:
             read_baseline(a.check_baseline)
-        prepare_out(a.out)
         res = validate(a.table, config=a.config, vspyre=a.vspyre, jobs=a.jobs, timeout=a.timeout,
-                       band=a.same_band / 100.0, select=a.rows, progress=prog)
+                       band=a.same_band / 100.0, select=a.rows, progress=prog,
+                       before_run=lambda: prepare_out(a.out))
         if a.seeds:
             others = {}
             with tempfile.TemporaryDirectory() as tmp:

@@ -71,6 +71,7 @@ int run(int argc, char** argv) {
       dir = need("a bundle directory");
     } else if (a == "-o") {
       out_dir = need("an output directory");
+      if (out_dir.empty()) throw UsageError("-o expects an output directory, got ''");
     } else {
       throw UsageError("unknown argument '" + a + "'");
     }
@@ -78,8 +79,15 @@ int run(int argc, char** argv) {
   if (dir.empty()) throw UsageError("no bundle directory given (-d DIR)");
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw ToolError(dir + ": not a directory");
-  const bool chosen = !out_dir.empty();
-  if (!chosen) out_dir = (fs::path(dir) / "spyreCodeDir").string();
+  // -o naming DIR/spyreCodeDir itself is the default, the tool's own.
+  const fs::path own = fs::path(dir) / "spyreCodeDir";
+  bool chosen = !out_dir.empty();
+  if (chosen) {
+    std::error_code wec;
+    const fs::path a = fs::weakly_canonical(fs::absolute(out_dir, wec), wec), b = fs::weakly_canonical(fs::absolute(own, wec), wec);
+    if (a == b) chosen = false;
+  }
+  if (out_dir.empty()) out_dir = own.string();
   try {
     return compile(dir, out_dir, chosen);
   } catch (const vspyre::bundle::LoadError& e) {
@@ -187,7 +195,7 @@ int compile(const std::string& dir, const std::string& out_dir, bool chosen) {
   if (chosen) {
     std::error_code sec;
     if (fs::exists(fs::symlink_status(out, sec))) {
-      if (!fs::is_directory(fs::symlink_status(out, sec)))
+      if (!fs::is_directory(out, sec))  // a link to a SpyreCode directory is checked as that directory
         throw ToolError(out.string() + " exists and is not a directory; not replaced");
       if (fs::equivalent(out, fs::current_path(), sec) || out.filename() == "." || out.filename() == "..")
         throw ToolError(out.string() + " is the current directory (or above it); not replaced");

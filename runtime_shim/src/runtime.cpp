@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -368,8 +369,10 @@ std::shared_ptr<RuntimeContext>& process_runtime() {
 
 }  // namespace
 
-size_t getNumDevices() {
-  const long long total = env_int("VSPYRE_NUM_DEVICES", 1, 1024).value_or(2);
+namespace {
+
+// getNumDevices' count; throws on a bad environment (initializeRuntime reports it in its status).
+size_t count_devices() {
   std::string mode = "PF";
   if (const char* d = std::getenv("FLEX_DEVICE"); d && *d) mode = trim(d);
   std::transform(mode.begin(), mode.end(), mode.begin(), ::toupper);
@@ -381,6 +384,7 @@ size_t getNumDevices() {
   }
   if (mode != "PF" && mode != "VF")
     throw std::runtime_error("flex: unknown FLEX_DEVICE '" + mode + "' (expected PF, VF or MOCK)");
+  const long long total = env_int("VSPYRE_NUM_DEVICES", 1, 1024).value_or(2);
   long long n = total;
   if (aiu && *aiu >= 1) n = std::min(n, *aiu);
   if (const char* list = std::getenv("SPYRE_DEVICES"); list && *trim(list).c_str()) {
@@ -400,6 +404,20 @@ size_t getNumDevices() {
   return static_cast<size_t>(n);
 }
 
+}  // namespace
+
+size_t getNumDevices() {
+  // torch-spyre calls this from a noexcept function (its device count): an exception would end
+  // the process. A bad environment is said once on stderr, and no device is visible.
+  try {
+    return count_devices();
+  } catch (const std::exception& e) {
+    static std::once_flag said;
+    std::call_once(said, [&] { std::fprintf(stderr, "%s; no Spyre device is visible\n", e.what()); });
+    return 0;
+  }
+}
+
 std::shared_ptr<RuntimeContext> getFlexRuntimeContext() {
   std::lock_guard<std::mutex> lk(g_runtime_mutex);
   auto& rt = process_runtime();
@@ -412,7 +430,7 @@ RuntimeStatus initializeRuntime(std::shared_ptr<RuntimeContext>* out, int logica
   *out = nullptr;
   size_t n = 0;
   try {
-    n = getNumDevices();
+    n = count_devices();
   } catch (const std::exception& e) {
     return {2, e.what()};
   }
@@ -463,18 +481,13 @@ void registerExitHandler() {
 
 ContextOptions optionsFromEnvironment() {
   ContextOptions o;
-  const char* card = std::getenv("VSPYRE_SHIM_CARD");
-  if (!card || std::string(card) != "0") {
-    auto b = std::make_shared<CardBackend>();  // throws when the card config is bad
-    o.capacity_bytes = b->memoryCapacity();
-    o.backend = std::move(b);
-  }
   // Bytes, with an optional K, M or G (binary) suffix: anything else, zero, a negative number or
   // more than 2^50 is an error naming the variable (-5 wrapped to 18446744073709551611; "banana"
-  // was ignored).
+  // was ignored). Checked before the card is built.
+  std::optional<uint64_t> capacity;
   for (const char* name : {"FLEX_MOCK_DEVICE_MEMORY_SIZE", "VSPYRE_DEVICE_MEMORY_BYTES"}) {
     if (const char* v = std::getenv(name); v && *v) {
-      const std::string t = v;
+      const std::string t = flex::trim(v);
       size_t digits = 0;
       while (digits < t.size() && std::isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
       const std::string suffix = t.substr(digits);
@@ -485,19 +498,28 @@ ContextOptions optionsFromEnvironment() {
         shift = c == 'K' ? 10 : c == 'M' ? 20 : c == 'G' ? 30 : -1;
       }
       unsigned long long x = 0;
-      bool ok = digits > 0 && digits <= 16 && shift >= 0 && shift <= 30;
+      bool ok = digits > 0 && digits <= 16 && shift >= 0;
       if (ok) {
-        x = std::stoull(t.substr(0, digits)) << shift;
-        ok = x > 0 && x <= (1ull << 50) && (x >> shift) == std::stoull(t.substr(0, digits));
+        const unsigned long long n = std::stoull(t.substr(0, digits));
+        x = n << shift;
+        ok = x > 0 && x <= (1ull << 50) && (x >> shift) == n;
       }
       if (!ok)
-        throw std::runtime_error(std::string("flex: ") + name + "='" + t +
+        throw std::runtime_error(std::string("flex: ") + name + "='" + v +
                                  "': expected a device memory size in bytes, with an optional K, M or G suffix, "
                                  "from 1 to 2^50 (e.g. 16G)");
-      o.capacity_bytes = x;
+      capacity = x;  // the later name wins, as before
     }
   }
-  if (auto w = flex::env_int("VSPYRE_SHIM_WORKERS", 1, 64)) o.workers = static_cast<int>(*w);
+  const auto workers = flex::env_int("VSPYRE_SHIM_WORKERS", 1, 64);
+  const char* card = std::getenv("VSPYRE_SHIM_CARD");
+  if (!card || std::string(card) != "0") {
+    auto b = std::make_shared<CardBackend>();  // throws when the card config is bad
+    o.capacity_bytes = b->memoryCapacity();
+    o.backend = std::move(b);
+  }
+  if (capacity) o.capacity_bytes = *capacity;
+  if (workers) o.workers = static_cast<int>(*workers);
   return o;
 }
 

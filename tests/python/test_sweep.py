@@ -297,8 +297,7 @@ outputs: [csv]
             (["--out", str(afile)], f"vspyre sweep: error: --out: {afile} exists and is not a directory"),
             (["--out", str(afile / "sub")], "vspyre sweep: error: --out: cannot create"),
             (["--scheduler", "http://host:8786"], "vspyre sweep: error: --scheduler: expected a Dask scheduler address"),
-            # A host without a port passes the check and Dask refuses it (or Dask is missing): one line either way.
-            (["--scheduler", "notaurl"], "vspyre sweep: error: "),
+            (["--scheduler", "notaurl"], "vspyre sweep: error: --scheduler: expected a Dask scheduler address"),
             (["--scheduler", "tcp://host:abc"], "got 'tcp://host:abc'")):
         r = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", vspyre, "--out", str(tmp_path / "o")] + args,
                            capture_output=True, text=True, timeout=120)
@@ -306,10 +305,10 @@ outputs: [csv]
         assert msg in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert afile.read_text() == "keep me"
-    for good in ("tcp://127.0.0.1:8786", "tls://sched.example:8786", "tcp://host", "localhost:8786",
+    for good in ("tcp://127.0.0.1:8786", "tls://sched.example:8786", "localhost:8786",
                  "127.0.0.1:8786", "inproc://10.0.0.1/1234/1"):
         vs.check_scheduler(good)
-    for bad in ("", "notaurl:", "http://host:8786", "tcp://:8786", "host:0", "two words"):
+    for bad in ("", "notaurl:", "notaurl", "tcp://host", "http://host:8786", "tcp://:8786", "host:0", "two words"):
         with pytest.raises(vs.SweepError):
             vs.check_scheduler(bad)
 

@@ -382,6 +382,8 @@ def test_bad_arguments_are_one_line_errors_before_any_fixture_runs(fake, tmp_pat
         assert f"vspyre validate: error: " in err and words in err, (extra, err)
         assert len(err.strip().splitlines()) == 1, err
         assert not (out / "validation.csv").exists(), extra  # nothing ran
+        if "--out" not in extra:
+            assert not out.exists(), extra  # nor was --out made
     assert vv.main(["--table", str(notutf), "--vspyre", exe, "-q", "--out", str(tmp_path / "o")]) == 2
     assert "not a UTF-8 text file" in capsys.readouterr().err
     schema7 = tmp_path / "s7.yaml"
@@ -389,7 +391,8 @@ def test_bad_arguments_are_one_line_errors_before_any_fixture_runs(fake, tmp_pat
     assert vv.main(["--table", str(schema7), "--vspyre", exe, "-q", "--out", str(tmp_path / "o")]) == 2
     assert "`schema: 7` is not a table this script reads" in capsys.readouterr().err
     assert afile.read_text() == "keep"
-    for extra in (["--jobs", "0"], ["--same-band", "-5"], ["--seeds", "99999999999999999999"]):
+    for extra in (["--jobs", "0"], ["--same-band", "-5"], ["--seeds", "99999999999999999999"],
+                  ["--timeout", "inf"], ["--timeout", "0"], ["--tolerance", "nan"], ["--tolerance", "-1"]):
         with pytest.raises(SystemExit):
             vv.main(base + extra)
     # A --rows subset cannot be held against a baseline that has no rows: it failed to say so and

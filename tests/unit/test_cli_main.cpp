@@ -286,6 +286,37 @@ TEST_CASE("cli: run never writes over a file it reads, and finds an unwritable o
   CHECK(fs::exists(t.dir / "t.json"));
 }
 
+TEST_CASE("cli: the tensors' files in --out are outputs like the others", "[cli]") {
+  TempDir t;
+  const fs::path b = t.dir / "b";
+  fs::copy(fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles" / "neg_2048x1024_c32", b);
+  const std::string sdsc = slurp(b / "sdsc_0.json");
+  // A link in --out to a file the run reads was written through.
+  fs::create_directories(t.dir / "o3");
+  fs::create_symlink(b / "sdsc_0.json", t.dir / "o3" / "arg0_input.npy");
+  check_input_error(run({"run", b.string(), "--out", (t.dir / "o3").string()}), "is a file this run reads");
+  CHECK(slurp(b / "sdsc_0.json") == sdsc);
+  // A tensor's file and --trace or --dump-plan on one file: one was lost.
+  check_input_error(run({"run", b.string(), "--out", (t.dir / "o5").string(), "--trace", (t.dir / "o5" / "arg0_input.npy").string()}),
+                    "is also written by --trace");
+  // The same file spelt relative and absolute.
+  check_input_error(run({"run", b.string(), "--no-data", "--trace", "t1.json", "--dump-plan", (fs::current_path() / "t1.json").string()}),
+                    "is also written by --trace");
+  fs::remove(fs::current_path() / "t1.json");
+  // An --input in --out under a name the run does not write is fine (neg writes arg0_input and arg1_output).
+  const Result first = run({"run", b.string(), "--out", (t.dir / "o1").string()});
+  REQUIRE(first.code == 0);
+  fs::copy_file(t.dir / "o1" / "arg0_input.npy", t.dir / "o1" / "arg2_output.npy");
+  CHECK(run({"run", b.string(), "--out", (t.dir / "o1").string(), "--input", "arg0=" + (t.dir / "o1" / "arg2_output.npy").string()}).code == 0);
+  check_input_error(run({"run", b.string(), "--out", (t.dir / "o1").string(), "--input", "arg0=" + (t.dir / "o1" / "arg0_input.npy").string()}),
+                    "arg0_input.npy' is a file this run reads");
+  // A run that fails leaves no --out behind.
+  check_input_error(run({"run", b.string(), "--out", (t.dir / "onew").string(), "--input", "zzz=x.npy"}), "is not a kernel input");
+  check_input_error(run({"run", b.string(), "--out", (t.dir / "onew").string(), "--input", "arg0=" + (t.dir / "nosuch.npy").string()}),
+                    "nosuch.npy");
+  CHECK_FALSE(fs::exists(t.dir / "onew"));
+}
+
 TEST_CASE("cli: options that only data uses are refused with --no-data, and --version answers anywhere", "[cli]") {
   const std::string f = (fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles" / "neg_2048x1024_c32").string();
   check_input_error(run({"run", f, "--no-data", "--seed", "5"}), "--seed needs data on (drop --no-data)");

@@ -165,6 +165,13 @@ TEST_CASE("shim: dxp_standalone rerun replaces the SpyreCode directory, -o choos
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   }
   CHECK(slurp(t.dir / "precious" / "important.txt") == "keep");
+  // A link to a SpyreCode directory is that directory; -o naming DIR/spyreCodeDir is the default.
+  fs::create_directory_symlink(t.dir / "other", t.dir / "link");
+  CHECK(run_dxp("-d " + d.string() + " -o " + (t.dir / "link").string(), t).status == 0);
+  std::ofstream(d / "spyreCodeDir" / "stale.txt") << "x";
+  CHECK(run_dxp("-d " + d.string() + " -o " + (d / "spyreCodeDir").string(), t).status == 0);
+  CHECK_FALSE(fs::exists(d / "spyreCodeDir" / "stale.txt"));
+  CHECK(run_dxp("-d " + d.string() + " -o ''", t).status == 2);
   CHECK(fs::is_directory(t.dir / "precious" / "sub"));
   CHECK(slurp(d / "bundle.mlir") == mlir);
   CHECK(fs::is_regular_file(d / "sdsc_0.json"));
