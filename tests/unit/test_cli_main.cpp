@@ -190,6 +190,8 @@ TEST_CASE("cli: an option a command does not use, or a stray argument, is refuse
   check_input_error(run({"describe", "--out", "x"}), "describe: option --out does not apply");
   check_input_error(run({"describe", "memory"}), "describe: takes no arguments, got 'memory' (see --help)");
   check_input_error(run({"probe", "memory", "extra"}), "probe: one probe at a time, got 'memory' and 'extra' (see --help)");
+  check_input_error(run({"probe", "ring", "-p", "card.core.count=1"}),
+                    "probe ring: the card has 1 core; the ring probe needs 2 or more (card.core.count)");
   check_input_error(run({"probe", "pcie", "-p", "card.host_link.lanes=3"}),
                     "card.host_link.lanes: 3 is not a PCIe link width (1, 2, 4, 8, 12, 16 or 32)");
   // Each command's own options, in both spellings of -p and --config.
