@@ -311,9 +311,9 @@ int cmd_describe(const Args& a) {
   allow_only(a, {"--config", "-p", "--json", "--debug"});
   if (!a.positional.empty()) throw InputError("describe: takes no arguments, got '" + a.positional[0] + "' (see --help)");
   // Without --config, the default card (as run and probe): its values next to the code's defaults.
-  Args d = a;
-  if (!d.config_given) d.sim.config_file = default_config_path();
-  Simulation sim(resolve_config(d.sim));
+  SimOptions card = a.sim;
+  if (!a.config_given) card.config_file = default_config_path();
+  Simulation sim(resolve_config(card));
   // One entry per type: the first instance built. Types the card does not use are built alone.
   std::map<std::string, const Component*> seen;
   for (const Component* c : sim.components()) seen.emplace(c->type_name(), c);
@@ -350,7 +350,7 @@ int cmd_describe(const Args& a) {
     return 0;
   }
   std::cout << version_string() << "\n";
-  std::cout << "config: " << d.sim.config_file << "\n";
+  std::cout << "config: " << card.config_file << "\n";
   for (const auto& t : j) {
     std::cout << "\n" << t["type"].get<std::string>() << ": " << t["description"].get<std::string>() << "\n";
     std::printf("  %-22s %-10s %-12s %-10s %s\n", "parameter", "kind", "value", "provenance", "description");
@@ -677,10 +677,11 @@ int cmd_run(Args a) {
     lb = bundle::load_bundle(a.positional[0], limits);
     {
       std::error_code ec;
-      const bool ref = fs::is_directory(bdir, ec) ? fs::exists(bdir / bundle::k_bundle_ref, ec)
-                                                  : bdir.filename() == bundle::k_bundle_ref;
-      if (ref) reads.push_back(fs::is_directory(bdir, ec) ? bdir / bundle::k_bundle_ref : bdir);
-      reads.push_back(fs::is_directory(bdir, ec) || ref ? bundle::bundle_mlir_path(lb.dir) : bdir);
+      const bool is_dir = fs::is_directory(bdir, ec);
+      const fs::path ref = is_dir ? bdir / bundle::k_bundle_ref : bdir;  // the ref, if there is one
+      const bool has_ref = ref.filename() == bundle::k_bundle_ref && fs::exists(ref, ec);
+      if (has_ref) reads.push_back(ref);
+      reads.push_back(is_dir || has_ref ? bundle::bundle_mlir_path(lb.dir) : bdir);
       for (const auto& [file, _] : lb.sdscs) reads.push_back(lb.dir / file);
     }
     for (const auto& spec : a.inputs)

@@ -278,14 +278,9 @@ ConfigNode parse_config_text(const std::string& text, const std::string& name) {
   return n;
 }
 
-ConfigNode load_config_file(const std::string& path) {
+ConfigNode load_config_file(const std::string& path, std::vector<fs::path>* files) {
   std::vector<fs::path> stack;
-  return load_with_includes(fs::path(path), stack, nullptr);
-}
-
-ConfigNode load_config_file(const std::string& path, std::vector<fs::path>& files) {
-  std::vector<fs::path> stack;
-  return load_with_includes(fs::path(path), stack, &files);
+  return load_with_includes(fs::path(path), stack, files);
 }
 
 void apply_override(ConfigNode& root, const std::string& assignment) {

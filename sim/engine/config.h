@@ -64,9 +64,8 @@ class ConfigNode {
 };
 
 // Reads a YAML file with its includes resolved. Throws ConfigError on any problem.
-ConfigNode load_config_file(const std::string& path);
-// The same, also listing every file read (the file and what it includes, at any depth).
-ConfigNode load_config_file(const std::string& path, std::vector<std::filesystem::path>& files);
+// `files`, when given, receives every file read (the file and what it includes, at any depth).
+ConfigNode load_config_file(const std::string& path, std::vector<std::filesystem::path>* files = nullptr);
 // Parses YAML text (for tests and for -p values); `name` is used in messages.
 ConfigNode parse_config_text(const std::string& text, const std::string& name);
 

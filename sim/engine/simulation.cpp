@@ -12,10 +12,8 @@ std::string version_string() {
 }
 
 ConfigNode resolve_config(const SimOptions& opts, std::vector<std::filesystem::path>* files) {
-  std::vector<std::filesystem::path> read;
   ConfigNode root = opts.config_file.empty() ? ConfigNode::map(SourceLoc{"<defaults>"})
-                                             : load_config_file(opts.config_file, read);
-  if (files) files->insert(files->end(), read.begin(), read.end());
+                                             : load_config_file(opts.config_file, files);
   for (const auto& o : opts.overrides) apply_override(root, o);
   return root;
 }

@@ -19,14 +19,28 @@
 using namespace shimtest;
 
 namespace {
+// For a scope: the `cleared` variables unset (by default the device-enumeration ones), then
+// `vars` set; every variable it touched is restored after, as it was.
 struct EnvGuard {
-  explicit EnvGuard(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (const char* n : {"FLEX_DEVICE", "AIU_WORLD_SIZE", "SPYRE_DEVICES", "VSPYRE_NUM_DEVICES"}) unsetenv(n);
+  explicit EnvGuard(std::initializer_list<std::pair<const char*, const char*>> vars,
+                    std::initializer_list<const char*> cleared = {"FLEX_DEVICE", "AIU_WORLD_SIZE", "SPYRE_DEVICES",
+                                                                  "VSPYRE_NUM_DEVICES"}) {
+    for (const char* k : cleared) save(k);
+    for (auto [k, v] : vars) save(k);
+    for (const char* k : cleared) unsetenv(k);
     for (auto [k, v] : vars) setenv(k, v, 1);
   }
   ~EnvGuard() {
-    for (const char* n : {"FLEX_DEVICE", "AIU_WORLD_SIZE", "SPYRE_DEVICES", "VSPYRE_NUM_DEVICES"}) unsetenv(n);
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+      if (it->second) setenv(it->first, it->second->c_str(), 1);
+      else unsetenv(it->first);
+    }
   }
+  void save(const char* k) {
+    const char* old = std::getenv(k);
+    saved.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+  }
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved;
 };
 std::string dl16_name(DataFormats f) { return EnumsConversion::dataFormatsToString(f); }
 // The message f throws ("" when it does not throw).
@@ -110,25 +124,11 @@ TEST_CASE("shim: device enumeration follows FLEX_DEVICE AIU_WORLD_SIZE and SPYRE
 }
 
 TEST_CASE("shim: the device memory size and worker count from the environment are checked") {
-  // Sets the variables for a scope, the others of the test unset, and restores them all after.
-  struct Env {
-    explicit Env(const char* name, const char* v) {
-      for (const char* k : {"VSPYRE_SHIM_CARD", "FLEX_MOCK_DEVICE_MEMORY_SIZE", "VSPYRE_DEVICE_MEMORY_BYTES",
-                            "VSPYRE_SHIM_WORKERS"}) {
-        const char* old = std::getenv(k);
-        saved.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
-        unsetenv(k);
-      }
-      setenv("VSPYRE_SHIM_CARD", "0", 1);  // no card: the options alone
-      setenv(name, v, 1);
-    }
-    ~Env() {
-      for (const auto& [k, v] : saved) {
-        if (v) setenv(k, v->c_str(), 1);
-        else unsetenv(k);
-      }
-    }
-    std::vector<std::pair<const char*, std::optional<std::string>>> saved;
+  // The variable alone among the options' ones, and no card: the options alone.
+  struct Env : EnvGuard {
+    Env(const char* name, const char* v)
+        : EnvGuard({{"VSPYRE_SHIM_CARD", "0"}, {name, v}},
+                   {"FLEX_MOCK_DEVICE_MEMORY_SIZE", "VSPYRE_DEVICE_MEMORY_BYTES", "VSPYRE_SHIM_WORKERS"}) {}
   };
   auto cap = [](const char* name, const char* v) {
     Env e(name, v);
