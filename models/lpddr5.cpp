@@ -125,7 +125,6 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
     m_row_group_shift = m_nch_shift +
                         static_cast<uint32_t>(__builtin_ctzll(m_t.row_bytes / m_t.interleave)) +
                         static_cast<uint32_t>(__builtin_ctzll(m_t.banks));
-    xor_fold_shifts(m_nch_shift, m_fold_shifts);
   }
   if (m_pow2) {
     m_row_shift = static_cast<uint32_t>(__builtin_ctzll(m_t.row_bytes));

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
-#include <iterator>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -69,21 +68,6 @@ inline double turnaround_pair_ps(const Lpddr5Timing& t) { return t.t_wtr + t.t_r
 
 class Lpddr5 : public Component {
  public:
-  // The XOR of x's `width`-bit groups, in its low `width` bits (the channel hash folds a row
-  // number so): the shifts width x 2^k, the largest below 64 first, into `shifts` (at most 6
-  // and a 0 after them); xor_fold then takes a fixed number of steps, not one per group.
-  static void xor_fold_shifts(uint32_t width, uint32_t (&shifts)[8]) {
-    std::fill(std::begin(shifts), std::end(shifts), 0u);
-    if (width == 0 || width >= 64) return;
-    uint32_t top = width;
-    while (top * 2 < 64) top *= 2;
-    size_t n = 0;
-    for (uint32_t sh = top; sh >= width; sh /= 2) shifts[n++] = sh;
-  }
-  static uint64_t xor_fold(uint64_t x, const uint32_t (&shifts)[8]) {
-    for (const uint32_t* s = shifts; *s; ++s) x ^= x >> *s;
-    return x;
-  }
   Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx);
 
   tlm_utils::multi_passthrough_target_socket<Lpddr5> port;
@@ -284,9 +268,6 @@ class Lpddr5 : public Component {
   bool m_geom_pow2 = false;  // also interleave and channel count: stream() uses shifts
   uint32_t m_il_shift = 0, m_nch_shift = 0;
   uint32_t m_row_group_shift = 0;  // stripe >> this: its row (of every bank of every channel)
-  // The XOR fold of a row number's m_nch_shift-bit groups, in a fixed number of steps: shifts of
-  // m_nch_shift x 2^k, the largest below 64 first (channel_of; ends at the first 0).
-  uint32_t m_fold_shifts[8] = {};
   uint64_t m_capacity;
   std::vector<Channel> m_channels;
   mutable std::vector<double> m_refresh_wait;  // refresh_wait_ps by spread, computed when first asked (-1: not yet)
@@ -327,9 +308,8 @@ class Lpddr5 : public Component {
     if (nch == 1) return 0;
     if (m_geom_pow2) {
       uint64_t c = stripe & (nch - 1);
-      if (m_t.channel_xor) {  // c ^= every m_nch_shift-bit group of the row number, folded
-        c ^= xor_fold(stripe >> m_row_group_shift, m_fold_shifts) & (nch - 1);
-      }
+      if (m_t.channel_xor)  // nch > 1 here, so the shift is at least 1 and the loop ends
+        for (uint64_t g = stripe >> m_row_group_shift; g; g >>= m_nch_shift) c ^= g & (nch - 1);
       return c;
     }
     uint64_t c = stripe % nch;

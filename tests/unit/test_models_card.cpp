@@ -1167,27 +1167,3 @@ TEST_CASE("models: flow DMA: the engine issues one request per issue_interval, w
 TEST_CASE("models: flow DMA: a stick stream at a short issue_interval is not bound by the fitted one", "[models]") {
   check_issue_not_bound("configs/spyre_flow.yaml");
 }
-
-TEST_CASE("models: the channel hash's fold of a row number equals its group-by-group XOR", "[models]") {
-  // Lpddr5::xor_fold (a fixed number of shifts) against the plain loop over the groups, for
-  // every group width a power-of-two channel count gives and row numbers of every length.
-  uint64_t x = 0x9e3779b97f4a7c15ull;
-  for (uint32_t width = 1; width < 12; ++width) {
-    uint32_t shifts[8];
-    Lpddr5::xor_fold_shifts(width, shifts);
-    const uint64_t mask = (1ull << width) - 1;
-    for (int i = 0; i < 2000; ++i) {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      const uint64_t g0 = x >> (i % 64);
-      uint64_t want = 0;
-      for (uint64_t g = g0; g; g >>= width) want ^= g & mask;
-      INFO("width " << width << " row " << g0);
-      REQUIRE((Lpddr5::xor_fold(g0, shifts) & mask) == want);
-    }
-  }
-  uint32_t none[8];
-  Lpddr5::xor_fold_shifts(0, none);
-  CHECK(none[0] == 0);
-}
