@@ -268,6 +268,7 @@ class Lpddr5 : public Component {
   bool m_geom_pow2 = false;  // also interleave and channel count: stream() uses shifts
   uint32_t m_il_shift = 0, m_nch_shift = 0;
   uint32_t m_row_group_shift = 0;  // stripe >> this: its row (of every bank of every channel)
+  mutable uint64_t m_fold_row = 0, m_fold = 0;  // channel_of's last row number and its fold
   uint64_t m_capacity;
   std::vector<Channel> m_channels;
   mutable std::vector<double> m_refresh_wait;  // refresh_wait_ps by spread, computed when first asked (-1: not yet)
@@ -308,8 +309,17 @@ class Lpddr5 : public Component {
     if (nch == 1) return 0;
     if (m_geom_pow2) {
       uint64_t c = stripe & (nch - 1);
-      if (m_t.channel_xor)  // nch > 1 here, so the shift is at least 1 and the loop ends
-        for (uint64_t g = stripe >> m_row_group_shift; g; g >>= m_nch_shift) c ^= g & (nch - 1);
+      if (m_t.channel_xor) {  // nch > 1 here, so the shift is at least 1 and the loop ends
+        // The fold of the row number, kept for the next call: a run's stripes mostly share a row.
+        const uint64_t row = stripe >> m_row_group_shift;
+        if (row != m_fold_row) {
+          uint64_t f = 0;
+          for (uint64_t g = row; g; g >>= m_nch_shift) f ^= g & (nch - 1);
+          m_fold_row = row;
+          m_fold = f;
+        }
+        c ^= m_fold;
+      }
       return c;
     }
     uint64_t c = stripe % nch;
