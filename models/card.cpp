@@ -44,6 +44,12 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_tile_target = plan.get_size("tile_target", "64KiB",
                                 {"streamed HBM bytes per core per tile above which work is tiled for DMA/compute overlap",
                                  Provenance::Estimate});
+  m_tile_max = plan.get_size(
+      "tile_max", "992KiB",
+      {"streamed bytes per core per tile a plan buffers at most: a larger LX keeps more data resident, not "
+       "larger tiles (whose longer pipeline fill and drain made kernels slower)",
+       Provenance::Estimate, "half the default card's usable LX (2 MiB less 64 KiB reserved): its plans are unchanged"});
+  if (m_tile_max < kStickBytes) plan.refuse("tile_max", "must be at least one 128 B stick");
   {
     const std::string order = plan.get_choice(
         "sfp_operand_order", "layout_sticks", {"primary", "layout", "layout_sticks"},
@@ -111,9 +117,8 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   for (const Core* c : m_cores) all_flow = all_flow && c->dma_flow();
   m_events = scheduler == "events" || (scheduler == "auto" && all_flow);
   if (m_ties_high && !m_events)
-    throw ConfigError(SourceLoc{path()}, path() + ".tie_order: higher_core orders the events scheduler's ties, but " +
-                                             path() + ".scheduler is '" + scheduler +
-                                             "' and runs threads here (set it to events)");
+    params().refuse("tie_order", "higher_core orders the events scheduler's ties, but " + params().config_path() +
+                                     ".scheduler is '" + scheduler + "' and runs threads here (set it to events)");
   if (m_events)
     for (Core* c : m_cores) c->set_event_driven();
   m_launch_overhead_ps = launch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());

@@ -54,6 +54,7 @@ class Card : public Component {
   double sfp_cycles_transcendental() const { return m_sfp_transcendental; }
   double sfp_cycles_reduce_across_stick() const { return m_sfp_reduce_across_stick; }
   uint64_t tile_target_bytes() const { return m_tile_target; }
+  uint64_t tile_max_bytes() const { return m_tile_max; }
   plan::OperandOrder sfp_operand_order() const { return m_sfp_operand_order; }
   const SampleParams& sample() const { return m_sample; }
 
@@ -80,6 +81,7 @@ class Card : public Component {
   uint64_t m_launches = 0;          // run() calls so far: each launch draws its own start times
   double m_sfp_simple = 1, m_sfp_divide = 1, m_sfp_transcendental = 1, m_sfp_reduce_across_stick = 0;
   uint64_t m_tile_target = 0;
+  uint64_t m_tile_max = 0;
   plan::OperandOrder m_sfp_operand_order = plan::OperandOrder::layout_sticks;
   SampleParams m_sample;
   bool m_events = false;

@@ -97,13 +97,12 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
                               "also sets the memory parameters fitted for it)",
                               Provenance::Estimate}) == "flow";
   if (m_dma_request == 0 || m_dma_request % kStickBytes)
-    throw ConfigError(SourceLoc{path()}, path() + ".dma.request_size: must be a positive multiple of 128B");
+    params().refuse("dma.request_size", "must be a positive multiple of 128B, got " + std::to_string(m_dma_request) + " B");
   if (m_lx_size == 0 || m_lx_size % kStickBytes)
-    throw ConfigError(SourceLoc{path()}, path() + ".lx.size: must be a positive multiple of 128B, got " +
-                                             std::to_string(m_lx_size) + " B");
+    params().refuse("lx.size", "must be a positive multiple of 128B, got " + std::to_string(m_lx_size) + " B");
   if (m_lx_reserved >= m_lx_size)
-    throw ConfigError(SourceLoc{path()}, path() + ".lx.reserved: must be smaller than lx.size (" +
-                                             format_size(m_lx_reserved) + " reserved of " + format_size(m_lx_size) + ")");
+    params().refuse("lx.reserved", "must be smaller than lx.size (" + format_size(m_lx_reserved) + " reserved of " +
+                                       format_size(m_lx_size) + ")");
 
   for (int e = 0; e < kEngineCount; ++e) {
     const std::string en = engine_name(static_cast<Engine>(e));

@@ -50,8 +50,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   auto dram_ns = [&](const char* key, const char* def, const char* desc) {
     const double v = ns(key, def, desc);
     if (v > 1e7)
-      throw ConfigError(SourceLoc{path()}, path() + "." + key + ": " + format_time_ps(v) +
-                                               " is past 10us, the longest device timing this model takes");
+      params().refuse(key, format_time_ps(v) + " is past 10us, the longest device timing this model takes");
     return v;
   };
   m_t.t_rcd = dram_ns("t_rcd", "18ns", "activate to column command");
@@ -108,14 +107,17 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                   "row group of row_size x banks x channels)",
                   Provenance::Estimate});
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
-    throw ConfigError(SourceLoc{path()}, path() + ".interleave: must be a multiple of 128B");
+    params().refuse("interleave", "must be a positive multiple of 128B, got " + std::to_string(m_t.interleave) + " B");
   if (m_t.row_bytes == 0 || m_t.row_bytes % m_t.interleave)
-    throw ConfigError(SourceLoc{path()}, path() + ".row_size: must be a positive multiple of interleave");
+    params().refuse("row_size", std::to_string(m_t.row_bytes) + " B is not a positive multiple of interleave (" +
+                                    std::to_string(m_t.interleave) + " B): a row holds whole interleave stripes; change "
+                                    "row_size or interleave");
   if (m_t.t_refi <= m_t.t_rfc)
-    throw ConfigError(SourceLoc{path()}, path() + ".t_refi: must exceed t_rfc");
+    params().refuse("t_refi", format_time_ps(m_t.t_refi) + " must exceed t_rfc (" + format_time_ps(m_t.t_rfc) + ")");
   if (m_t.bin <= 0 || m_t.history < 2 * m_t.bin)
-    throw ConfigError(SourceLoc{path()}, path() + ".bin: must be positive and history at least two bins");
-  if (m_t.write_batch == 0) throw ConfigError(SourceLoc{path()}, path() + ".write_batch: must be positive");
+    params().refuse("bin", format_time_ps(m_t.bin) + " must be positive and history (" + format_time_ps(m_t.history) +
+                               ") at least two bins");
+  if (m_t.write_batch == 0) params().refuse("write_batch", "must be positive");
   auto pow2 = [](uint64_t v) { return v && !(v & (v - 1)); };
   m_pow2 = pow2(m_t.banks) && pow2(m_t.row_bytes) && m_t.banks > 1;
   m_geom_pow2 = m_pow2 && pow2(m_t.interleave) && pow2(m_t.channels);
@@ -150,14 +152,13 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (m_min_free > m_t.bin * (1.0 - m_t.t_rfc / m_t.t_refi)) {
     char rate[32];
     std::snprintf(rate, sizeof rate, "%g", data_rate);
-    throw ConfigError(SourceLoc{path()}, path() + ".bin: " + format_time_ps(m_t.bin) +
-                                             " holds less than one 128 B stick's bus time on a channel (" +
+    params().refuse("bin", format_time_ps(m_t.bin) + " holds less than one 128 B stick's bus time on a channel (" +
                                              format_time_ps(m_min_free) + " at data_rate_mtps " + rate +
                                              ", less refresh's share): raise the bin or the data rate");
   }
   // Each channel keeps history / bin bins.
   if (m_t.history / m_t.bin > 1048576.0)
-    throw ConfigError(SourceLoc{path()}, path() + ".bin: " + format_time_ps(m_t.bin) + " against a history of " +
+    params().refuse("bin", format_time_ps(m_t.bin) + " against a history of " +
                                              format_time_ps(m_t.history) +
                                              " keeps more than 1048576 bins a channel: raise the bin or shorten the history");
 
@@ -201,11 +202,11 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
       {"bytes per second one port carries each way (reads to its cores, writes from them)", Provenance::Estimate,
        "fitted: amax on 8 and 16 cores (sweep_records.csv) read at the same rate"});
   if (ports > 0 && !(port_bw > 0))
-    throw ConfigError(SourceLoc{path()}, path() + ".port_bandwidth: must be positive when ports > 0");
+    params().refuse("port_bandwidth", "must be positive when ports > 0");
   if (ports > 0) m_port_ps_per_byte = 1e12 / port_bw;
   const double port_stick_ps = static_cast<double>(kStickBytes) * m_port_ps_per_byte;  // a port's min_free
   if (ports > 0 && port_stick_ps > m_t.bin)
-    throw ConfigError(SourceLoc{path()}, path() + ".port_bandwidth: a 128 B stick takes " + format_time_ps(port_stick_ps) +
+    params().refuse("port_bandwidth", "a 128 B stick takes " + format_time_ps(port_stick_ps) +
                                              " at the port, longer than a calendar bin (bin " + format_time_ps(m_t.bin) +
                                              "): raise port_bandwidth or the bin");
   // Each request also holds its port a fixed time (0: bytes only).
@@ -214,7 +215,7 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                                   Provenance::Estimate, "fitted with port_bandwidth: validation table, stop 33"})
                           .to_ps(data_rate * 1e6 / 8);
   if (m_port_request_ps < 0)
-    throw ConfigError(SourceLoc{path()}, path() + ".port_request_time: must not be negative");
+    params().refuse("port_request_time", "must not be negative");
   m_ports.resize(static_cast<size_t>(ports));
   for (size_t i = 0; i < m_ports.size(); ++i) {
     StatGroup& g = stats().group("port_" + std::to_string(i));

@@ -14,8 +14,7 @@ PcieLink::PcieLink(const sc_core::sc_module_name& name, BuildContext& ctx)
   const auto gen = p.get_int("gen", 5, {"PCIe generation", Provenance::Datasheet, "IBM: PCIe Gen5 x16"}, 3, 6);
   const auto lanes = p.get_int("lanes", 16, {"lanes (a PCIe link width: 1, 2, 4, 8, 12, 16 or 32)", Provenance::Datasheet, "IBM: PCIe Gen5 x16"}, 1, 32);
   if (lanes != 1 && lanes != 2 && lanes != 4 && lanes != 8 && lanes != 12 && lanes != 16 && lanes != 32)
-    throw ConfigError(SourceLoc{path()}, path() + ".lanes: " + std::to_string(lanes) +
-                                             " is not a PCIe link width (1, 2, 4, 8, 12, 16 or 32)");
+    params().refuse("lanes", std::to_string(lanes) + " is not a PCIe link width (1, 2, 4, 8, 12, 16 or 32)");
   const auto mps = p.get_size("max_payload", "256B", {"maximum TLP payload", Provenance::Estimate});
   const auto tlp = p.get_size("tlp_overhead", "26B",
                               {"per-TLP header, sequence, CRC and framing bytes", Provenance::Derived, "PCIe base spec"});

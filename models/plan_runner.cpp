@@ -23,6 +23,7 @@ plan::CardParams plan_card_params(Card& card) {
   p.stick_bytes = static_cast<uint32_t>(kStickBytes);
   p.launch_overhead_ps = card.launch_overhead_ps();
   p.tile_target_bytes = card.tile_target_bytes();
+  p.tile_max_bytes = card.tile_max_bytes();
   p.sfp_operand_order = card.sfp_operand_order();
   {
     const Lpddr5Timing& t = card.memory().timing();

@@ -24,7 +24,8 @@ Ring::Ring(const sc_core::sc_module_name& name, BuildContext& ctx)
                             {"cost of one cross-core partial-sum combine", Provenance::Measured, "torch-spyre cost model: <= ~5 ns"})
                      .to_ps(clock);
   m_segment = p.get_size("segment", "4KiB", {"granularity at which flows interleave on a link", Provenance::Estimate});
-  if (m_width <= 0 || m_segment == 0) throw ConfigError(SourceLoc{path()}, path() + ": width and segment must be positive");
+  if (m_width <= 0) params().refuse("width", "must be positive");
+  if (m_segment == 0) params().refuse("segment", "must be positive");
   stats().formula("link_GBps", [this] { return link_bandwidth() / 1e9; }, "GB/s", "bandwidth of one link, one direction");
   port.register_b_transport(this, &Ring::b_transport);
   expose_target("port", port);

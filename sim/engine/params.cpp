@@ -85,12 +85,45 @@ ParamReader::ParamReader(const ConfigNode* node, std::string where, std::string 
     : m_node(node), m_where(std::move(where)), m_prefix(std::move(prefix)) {
   if (m_node && m_node->is_null()) m_node = nullptr;
   if (m_node && !m_node->is_map())
-    throw ConfigError(m_node->loc(), "'" + m_where + "' expects a map of parameters, found " +
+    throw ConfigError(m_node->loc(), "'" + config_path() + "' expects a map of parameters, found " +
                                          m_node->kind_name());
 }
 
 void ParamReader::fail(const ConfigNode& at, std::string_view key, const std::string& why) const {
-  throw ConfigError(at.loc(), m_where + "." + std::string(key) + ": " + why);
+  throw ConfigError(at.loc(), config_path() + "." + std::string(key) + ": " + why);
+}
+
+std::string ParamReader::config_path() const {
+  std::string out;
+  size_t start = 0;
+  while (start <= m_where.size()) {
+    size_t end = m_where.find('.', start);
+    if (end == std::string::npos) end = m_where.size();
+    std::string seg = m_where.substr(start, end - start);
+    const size_t us = seg.rfind('_');
+    if (us != std::string::npos && us + 1 < seg.size() && us > 0 &&
+        seg.find_first_not_of("0123456789", us + 1) == std::string::npos)
+      seg.resize(us);
+    out += (out.empty() ? "" : ".") + seg;
+    start = end + 1;
+  }
+  return out;
+}
+
+void ParamReader::refuse(std::string_view key, const std::string& why) const {
+  const ConfigNode* at = m_node;
+  size_t start = 0;
+  while (at && start <= key.size()) {
+    size_t end = key.find('.', start);
+    if (end == std::string_view::npos) end = key.size();
+    at = at->is_map() ? at->find(key.substr(start, end - start)) : nullptr;
+    start = end + 1;
+  }
+  if (at && at->is_map())  // the long form {value: ..., provenance: ...}: where the value stands
+    if (const ConfigNode* v = at->find("value")) at = v;
+  const std::string what = config_path() + "." + std::string(key) + ": " + why;
+  if (at) throw ConfigError(at->loc(), what);
+  throw InputError(what);
 }
 
 const ConfigNode* ParamReader::lookup(std::string_view key, ParamKind kind, std::string default_text,
@@ -116,7 +149,7 @@ const ConfigNode* ParamReader::lookup(std::string_view key, ParamKind kind, std:
       if (k == "provenance") {
         auto p = sub.is_scalar() ? provenance_from_name(sub.text()) : std::nullopt;
         if (!p)
-          throw ConfigError(sub.loc(), m_where + "." + std::string(key) +
+          throw ConfigError(sub.loc(), config_path() + "." + std::string(key) +
                                            ".provenance: expected one of datasheet, measured, "
                                            "derived, estimate, override");
         spec.value_provenance = p;
@@ -125,7 +158,7 @@ const ConfigNode* ParamReader::lookup(std::string_view key, ParamKind kind, std:
       } else {
         std::string msg = "unknown key '" + k + "' in a parameter (expected value, provenance, source)";
         if (auto s = did_you_mean(k, {"value", "provenance", "source"})) msg += "; did you mean '" + *s + "'?";
-        throw ConfigError(sub.key_loc(), m_where + "." + std::string(key) + ": " + msg);
+        throw ConfigError(sub.key_loc(), config_path() + "." + std::string(key) + ": " + msg);
       }
     }
     value = v;
@@ -276,7 +309,7 @@ void ParamReader::check_unknown_keys() const {
     for (const auto& c : m_claimed) known.push_back(c);
     for (const auto& [k, v] : m_node->entries()) {
       if (std::find(known.begin(), known.end(), k) != known.end()) continue;
-      std::string msg = "unknown key '" + k + "' in " + m_where;
+      std::string msg = "unknown key '" + k + "' in " + config_path();
       if (auto s = did_you_mean(k, known)) msg += "; did you mean '" + *s + "'?";
       std::vector<std::string> sorted = known;
       std::sort(sorted.begin(), sorted.end());

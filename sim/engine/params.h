@@ -72,6 +72,14 @@ class ParamReader {
   // A nested group of parameters ("lx: {size: 2MiB}"); its keys are checked like ours.
   ParamReader& group(std::string_view key, std::string_view description);
 
+  // Refuses this group's `key` (a dotted path below it, "lx.size"): one line naming where the
+  // value came from (file:line:column, or the -p), the key as the config spells it
+  // ("card.core.lx.size", not the instance "card.core_0") and `why`.
+  [[noreturn]] void refuse(std::string_view key, const std::string& why) const;
+  // The group's path as a config spells it: instances built with `count:` from one key
+  // ("card.core_0") are that key ("card.core").
+  std::string config_path() const;
+
   // Keys the component handles itself (child components, `type`, `count`).
   void claim(std::string_view key) { m_claimed.insert(std::string(key)); }
   // Throws ConfigError for the first key in the config that nothing read or claimed.

@@ -760,7 +760,10 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     for (auto& dt : tiles) dt.tile = ceil_div(dt.max_ext, dt.gran) * dt.gran;
   };
   auto halve = [&](DimTile& dt) { dt.tile = ceil_div(ceil_div(dt.tile, 2), dt.gran) * dt.gran; };
-  auto fits = [&](const Need& n) { return n.resident + 2 * n.buffers <= usable; };
+  // A tile streams at most tile_max (twice that single-buffered): a larger LX holds more resident,
+  // not larger tiles. On the default card LX itself is the tighter bound (CardParams::tile_max_bytes).
+  const uint64_t cap = m_card.tile_max_bytes;
+  auto fits = [&](const Need& n) { return n.resident + 2 * n.buffers <= usable && n.buffers <= cap; };
   int best_dim = -1;
   uint64_t best_tiles = UINT64_MAX;
   bool best_target = false;
@@ -834,7 +837,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     for (;;) {
       for (size_t j = 0; j < tiles.size(); ++j) tiles[j].tile = options[j][pick[j]];
       const Need nn = need();
-      const bool single = nn.resident + nn.buffers <= usable;
+      const bool single = nn.resident + nn.buffers <= usable && nn.buffers <= 2 * cap;
       const bool dbl2 = fits(nn);
       // Replacing a one-dimension cut: only tilings as good as it on LX (double buffered) and on
       // traffic count.
@@ -1297,6 +1300,7 @@ void lower(const bundle::LoadedBundle& lb, const std::vector<bundle::ResolvedExe
   LoweringInfo* info = plan.mutable_info();
   info->set_lx_usable_bytes(card.lx_usable);
   info->set_tile_target_bytes(card.tile_target_bytes);
+  info->set_tile_max_bytes(card.tile_max_bytes);
   info->set_launch_overhead_ps(card.launch_overhead_ps);
   Stage* launch = plan.add_stages();
   launch->set_name("launch");

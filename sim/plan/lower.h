@@ -43,6 +43,10 @@ struct CardParams {
   uint32_t stick_bytes = 128;
   double launch_overhead_ps = 15e6;   // once per bundle
   uint64_t tile_target_bytes = 64ull << 10;  // streamed HBM bytes per tile above which work is tiled
+  // Streamed bytes per tile a plan buffers at most (card.plan.tile_max): a larger LX keeps more
+  // resident, not larger tiles (a tile filled up to half a 4 MiB LX lengthened the pipeline's fill
+  // and drain). The default is half the default card's usable LX, so that its plans are unchanged.
+  uint64_t tile_max_bytes = 992ull << 10;
   // A DMA request's bytes: a tiling whose contiguous runs are shorter than this wastes the
   // engine's outstanding requests (each run is its own request), so it is avoided when another fits.
   uint64_t dma_request_bytes = 4096;

@@ -21,7 +21,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const ConfigError& e) {
+  } catch (const InputError& e) {  // a ConfigError, or an InputError where no file names the value
     return e.what();
   }
   FAIL("expected a ConfigError");
@@ -168,7 +168,7 @@ TEST_CASE("engine: config error class unknown key: file:line:column, key, expect
   lx.get_size("size", "2MiB", {"size"});
   lx.get_size("reserved", "64KiB", {"reserved"});
   CHECK(error_of([&] { r.check_unknown_keys(); }) ==
-        "unk.yaml:4:3: unknown key 'sise' in card.core_0.lx; did you mean 'size'? "
+        "unk.yaml:4:3: unknown key 'sise' in card.core.lx; did you mean 'size'? "
         "(expected one of: reserved, size)");
 
   // Far from every known key: no suggestion, but the list of what is expected.
@@ -183,13 +183,13 @@ TEST_CASE("engine: config error class unknown key: file:line:column, key, expect
   const ConfigNode lf = parse_config_text("clock: {value: 1GHz, provenence: datasheet}\n", "lf.yaml");
   ParamReader l(&lf, "card.core_0");
   CHECK(error_of([&] { l.get_frequency("clock", "1GHz", {"clock"}); }) ==
-        "lf.yaml:1:22: card.core_0.clock: unknown key 'provenence' in a parameter (expected value, "
+        "lf.yaml:1:22: card.core.clock: unknown key 'provenence' in a parameter (expected value, "
         "provenance, source); did you mean 'provenance'?");
   // A bad provenance name.
   const ConfigNode bp = parse_config_text("clock: {value: 1GHz, provenance: guess}\n", "bp.yaml");
   ParamReader b(&bp, "card.core_0");
   CHECK(error_of([&] { b.get_frequency("clock", "1GHz", {"clock"}); }) ==
-        "bp.yaml:1:34: card.core_0.clock.provenance: expected one of datasheet, measured, derived, "
+        "bp.yaml:1:34: card.core.clock.provenance: expected one of datasheet, measured, derived, "
         "estimate, override");
 }
 
@@ -206,21 +206,21 @@ TEST_CASE("engine: config error class wrong type: scalar where a map is needed a
       "wt.yaml");
   ParamReader r(&root, "card.core_0");
   CHECK(error_of([&] { r.get_int("corelets", 2, {"c"}); }) ==
-        "wt.yaml:1:11: card.core_0.corelets: expected an integer, found 'two'");
+        "wt.yaml:1:11: card.core.corelets: expected an integer, found 'two'");
   CHECK(error_of([&] { r.get_int("lanes", 2, {"l"}); }) ==
-        "wt.yaml:2:8: card.core_0.lanes: expected an integer, found a list");
+        "wt.yaml:2:8: card.core.lanes: expected an integer, found a list");
   CHECK(error_of([&] { r.get_int("big", 2, {"b"}, 1, 16); }) ==
-        "wt.yaml:3:6: card.core_0.big: value 99 out of range [1, 16]");
+        "wt.yaml:3:6: card.core.big: value 99 out of range [1, 16]");
   CHECK(error_of([&] { r.get_real("ratio", 1, {"r"}); }) ==
-        "wt.yaml:4:8: card.core_0.ratio: expected a number, found 'fast'");
+        "wt.yaml:4:8: card.core.ratio: expected a number, found 'fast'");
   CHECK(error_of([&] { r.get_bool("on", false, {"o"}); }) ==
-        "wt.yaml:5:5: card.core_0.on: expected true or false, found 'maybe'");
+        "wt.yaml:5:5: card.core.on: expected true or false, found 'maybe'");
   CHECK(error_of([&] { r.get_choice("mode", "slow", {"slow", "fast"}, {"m"}); }) ==
-        "wt.yaml:6:7: card.core_0.mode: 'fsat' is not one of: slow, fast; did you mean 'fast'?");
+        "wt.yaml:6:7: card.core.mode: 'fsat' is not one of: slow, fast; did you mean 'fast'?");
   CHECK(error_of([&] { r.get_int("frac", 1, {"f"}); }) ==
-        "wt.yaml:7:7: card.core_0.frac: expected an integer, found '1.5'");
+        "wt.yaml:7:7: card.core.frac: expected an integer, found '1.5'");
   CHECK(error_of([&] { r.group("lx", "scratchpad"); }) ==
-        "wt.yaml:8:5: 'card.core_0.lx' expects a map of parameters, found a value");
+        "wt.yaml:8:5: 'card.core.lx' expects a map of parameters, found a value");
   const ConfigNode map = parse_config_text("size: {a: 1}\n", "m.yaml");
   ParamReader m(&map, "c");
   CHECK(error_of([&] { m.get_size("size", "1B", {"s"}); }) ==
@@ -243,12 +243,12 @@ TEST_CASE("engine: config error class missing value: key with no value, long for
       "mv.yaml");
   ParamReader r(&root, "card.core_0");
   CHECK(error_of([&] { r.get_frequency("clock", "1GHz", {"clock"}); }) ==
-        "mv.yaml:1:1: card.core_0.clock: no value given (expected a frequency)");
+        "mv.yaml:1:1: card.core.clock: no value given (expected a frequency)");
   CHECK(error_of([&] { r.get_int("count", 1, {"count"}); }) ==
-        "mv.yaml:4:1: card.core_0.count: no value given (expected an integer)");
+        "mv.yaml:4:1: card.core.count: no value given (expected an integer)");
   ParamReader& lx = r.group("lx", "");
   CHECK(error_of([&] { lx.get_size("size", "2MiB", {"size"}); }) ==
-        "mv.yaml:3:9: card.core_0.lx.size: a parameter given as a map needs a 'value' key");
+        "mv.yaml:3:9: card.core.lx.size: a parameter given as a map needs a 'value' key");
 }
 
 TEST_CASE("engine: config error class bad unit: names the value, the unit and the units expected", "[engine][params]") {
@@ -261,19 +261,19 @@ TEST_CASE("engine: config error class bad unit: names the value, the unit and th
       "bu.yaml");
   ParamReader r(&root, "card.core_0");
   CHECK(error_of([&] { r.get_frequency("clock", "1GHz", {"c"}); }) ==
-        "bu.yaml:1:8: card.core_0.clock: '1.5GHzz' has unknown unit 'GHzz' (expected a frequency such as "
+        "bu.yaml:1:8: card.core.clock: '1.5GHzz' has unknown unit 'GHzz' (expected a frequency such as "
         "1.5GHz; units: Hz, kHz, MHz, GHz)");
   const std::string size = error_of([&] { r.get_size("size", "1B", {"s"}); });
-  CHECK(contains(size, "bu.yaml:2:7: card.core_0.size: '2MB/s' has unknown unit 'MB/s'"));
+  CHECK(contains(size, "bu.yaml:2:7: card.core.size: '2MB/s' has unknown unit 'MB/s'"));
   CHECK(contains(size, "expected a size such as 2MiB"));
   const std::string lat = error_of([&] { r.get_time("lat", "1ns", {"l"}); });
-  CHECK(contains(lat, "bu.yaml:3:6: card.core_0.lat: '3 nsec' has unknown unit 'nsec'"));
+  CHECK(contains(lat, "bu.yaml:3:6: card.core.lat: '3 nsec' has unknown unit 'nsec'"));
   CHECK(contains(lat, "cycles"));
   const std::string bw = error_of([&] { r.get_bandwidth("bw", "1GB/s", {"b"}); });
-  CHECK(contains(bw, "bu.yaml:4:5: card.core_0.bw: '150GB' has unknown unit 'GB'"));
+  CHECK(contains(bw, "bu.yaml:4:5: card.core.bw: '150GB' has unknown unit 'GB'"));
   CHECK(contains(bw, "GiB/s"));
   CHECK(contains(error_of([&] { r.get_size("bare", "1B", {"s"}); }),
-                 "bu.yaml:5:7: card.core_0.bare: '4096' has no unit"));
+                 "bu.yaml:5:7: card.core.bare: '4096' has no unit"));
 }
 
 TEST_CASE("engine: a bad default in code is an internal error, not an input error", "[engine][params]") {
@@ -322,4 +322,21 @@ TEST_CASE("engine: provenance and kind names", "[engine][params]") {
   CHECK(param_kind_name(ParamKind::Time) == "time");
   CHECK(param_kind_name(ParamKind::Bandwidth) == "bandwidth");
   CHECK(param_kind_name(ParamKind::Int) == "integer");
+}
+
+TEST_CASE("engine: a component refuses a value by the key the config spells, where it was given", "[engine]") {
+  const ConfigNode root = parse_config_text("lx:\n  size: 0B\nclock: 1GHz\n", "rf.yaml");
+  ParamReader r(&root, "card.core_0");
+  CHECK(r.config_path() == "card.core");
+  CHECK(error_of([&] { r.refuse("lx.size", "must be positive"); }) == "rf.yaml:2:9: card.core.lx.size: must be positive");
+  CHECK(error_of([&] { r.refuse("clock", "too slow"); }) == "rf.yaml:3:8: card.core.clock: too slow");
+  // A key the config does not give (a default, or a check across two keys): no location to name.
+  CHECK(error_of([&] { r.refuse("lanes", "odd"); }) == "card.core.lanes: odd");
+  ParamReader g(nullptr, "card.memory");
+  CHECK(g.config_path() == "card.memory");
+  CHECK(error_of([&] { g.refuse("bin", "must be positive"); }) == "card.memory.bin: must be positive");
+  // Only a numbered instance's suffix goes: names that merely contain '_' stay.
+  CHECK(ParamReader(nullptr, "card.core_12.lx").config_path() == "card.core.lx");
+  CHECK(ParamReader(nullptr, "card.tie_order_x").config_path() == "card.tie_order_x");
+  CHECK(ParamReader(nullptr, "card.port_").config_path() == "card.port_");
 }

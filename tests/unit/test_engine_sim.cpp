@@ -308,7 +308,7 @@ TEST_CASE("engine: a misspelt key in a config file fails naming file:line:column
                                 "      sise: 4MiB\n");
   // include paths are relative; an absolute one must still work (../ from a temp dir would not).
   const std::string m = build_error(f);
-  CHECK(m == f + ":5:7: unknown key 'sise' in card.core_0.lx; did you mean 'size'? (expected one of: "
+  CHECK(m == f + ":5:7: unknown key 'sise' in card.core.lx; did you mean 'size'? (expected one of: "
                  "reserved, size)");
 }
 
@@ -365,13 +365,13 @@ TEST_CASE("engine: count: on a component that is not repeatable is rejected", "[
 TEST_CASE("engine: a wrong type for a parameter through the builder", "[engine][configerr]") {
   TempDir t;
   const std::string f = t.write("bad.yaml", "card:\n  core:\n    corelets: [1, 2]\n");
-  CHECK(build_error(f) == f + ":3:15: card.core_0.corelets: expected an integer, found a list");
+  CHECK(build_error(f) == f + ":3:15: card.core.corelets: expected an integer, found a list");
 }
 
 TEST_CASE("engine: a missing value through the builder", "[engine][configerr]") {
   TempDir t;
   const std::string f = t.write("bad.yaml", "card:\n  core:\n    clock: {provenance: datasheet}\n");
-  CHECK(build_error(f) == f + ":3:12: card.core_0.clock: a parameter given as a map needs a 'value' key");
+  CHECK(build_error(f) == f + ":3:12: card.core.clock: a parameter given as a map needs a 'value' key");
 }
 
 TEST_CASE("engine: a bad unit through the builder", "[engine][configerr]") {
@@ -389,7 +389,7 @@ TEST_CASE("engine: sim.quantum in cycles is rejected (the simulation has no cloc
 
 TEST_CASE("engine: a misspelt -p override key fails naming the override and the right name", "[engine][configerr]") {
   const std::string m = build_error(config_path("spyre.yaml"), {"card.core.clok=2GHz"});
-  CHECK(contains(m, "-p card.core.clok=2GHz: unknown key 'clok' in card.core_0; did you mean 'clock'?"));
+  CHECK(contains(m, "-p card.core.clok=2GHz: unknown key 'clok' in card.core; did you mean 'clock'?"));
 }
 
 TEST_CASE("engine: a bad connect: entry names the socket and suggests the right one", "[engine][configerr]") {

@@ -1144,3 +1144,44 @@ TEST_CASE("run: card.sample finds a matmul's period, a K loop and its store", "[
   CHECK(text.code == 0);
   CHECK_THAT(text.out, Catch::Contains(std::to_string(skipped) + " of 512 tiles not simulated (card.sample)"));
 }
+
+TEST_CASE("run: a larger LX keeps the default card's tiles (card.plan.tile_max)", "[run]") {
+  // amax over a 1 MiB share per core: two double-buffered tiles of 512 KiB on the default card.
+  // On a 4 MiB LX the lowering filled it with one tile and lost the overlap of loads and compute
+  // (233.0 -> 263.6 us); tile_max holds a tile's streamed bytes to half the default card's LX.
+  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests/fixtures/bundles/amax_4096x2048_c16";
+  auto sim = make_card();
+  const plan::CardParams base = plan_card_params(sim->top_as<Card>());
+  CHECK(base.tile_max_bytes == 992u * 1024u);
+  const auto lb = bundle::load_bundle(dir);
+  const auto res = bundle::resolve(lb, plan::default_bindings(lb));
+  auto stage = [&](const plan::CardParams& cp) {
+    plan::Plan p = plan::lower(lb, res, cp);
+    REQUIRE(p.stages_size() == 2);
+    CHECK(p.info().tile_max_bytes() == cp.tile_max_bytes);
+    return p.stages(1);
+  };
+  const plan::Stage two = stage(base);
+  CHECK(two.tiles() == 2);
+  CHECK(two.double_buffered());
+  plan::CardParams big = base;
+  big.lx_usable = (4ull << 20) - (64ull << 10);
+  const plan::Stage same = stage(big);
+  CHECK(same.tiles() == two.tiles());
+  CHECK(same.double_buffered());
+  CHECK(same.lx_peak_bytes() == two.lx_peak_bytes());
+  big.tile_max_bytes = big.lx_usable;  // no cap: the whole share in one tile, nothing overlapped
+  const plan::Stage one = stage(big);
+  CHECK(one.tiles() == 1);
+  CHECK_FALSE(one.double_buffered());
+  plan::CardParams small = base;
+  small.tile_max_bytes = 128u << 10;  // a smaller cap cuts finer
+  CHECK(stage(small).tiles() > two.tiles());
+  // Through the config (a process per simulation): the 4 MiB card runs as fast as the default
+  // one; a cap below a stick is refused by name and by where it was set.
+  CHECK(kernel_us("amax_4096x2048_c16", {"card.core.lx.size=4MiB"}) == kernel_us("amax_4096x2048_c16"));
+  const CliResult bad = cli({"describe", "-p", "card.plan.tile_max=64B"});
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find("-p card.plan.tile_max=64B: card.plan.tile_max: must be at least one 128 B stick") !=
+        std::string::npos);
+}
