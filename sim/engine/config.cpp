@@ -223,7 +223,11 @@ ConfigNode parse_yaml(const std::string& text, const std::string& name) {
   }
 }
 
-ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack, std::vector<fs::path>* read) {
+// `applied`: the files merged so far in this load. A file included again (a what-if and
+// spyre_flow.yaml both include spyre.yaml) is applied once, where it was first included: applied
+// again it would undo what the files between set (the what-if's memory, under the flow model).
+ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack, std::set<fs::path>& applied,
+                              std::vector<fs::path>* read) {
   std::error_code ec;
   fs::path canon = fs::weakly_canonical(path, ec);
   if (ec) canon = path;
@@ -233,6 +237,7 @@ ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack
   std::ifstream in(path);
   if (!in) throw InputError(path.string() + ": cannot open config file");
   if (read) read->push_back(canon);
+  applied.insert(canon);
   std::stringstream ss;
   ss << in.rdbuf();
   ConfigNode doc = parse_yaml(ss.str(), path.string());
@@ -255,13 +260,14 @@ ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack
       fs::path target = path.parent_path() / f->text();
       if (!fs::exists(target))
         throw ConfigError(f->loc(), "included file '" + f->text() + "' not found (looked for " +
-                                        target.string() + ")");
+                                        fs::absolute(target, ec).lexically_normal().string() + ")");
       std::error_code tec;
       fs::path target_canon = fs::weakly_canonical(target, tec);
       if (tec) target_canon = target;
       if (target_canon == canon || std::find(stack.begin(), stack.end(), target_canon) != stack.end())
         throw ConfigError(f->loc(), "include cycle: '" + f->text() + "' is already being included");
-      result.merge_from(load_with_includes(target, stack, read));
+      if (applied.count(target_canon)) continue;  // included before, through another file
+      result.merge_from(load_with_includes(target, stack, applied, read));
     }
     stack.pop_back();
     doc.erase("include");
@@ -280,7 +286,8 @@ ConfigNode parse_config_text(const std::string& text, const std::string& name) {
 
 ConfigNode load_config_file(const std::string& path, std::vector<fs::path>* files) {
   std::vector<fs::path> stack;
-  return load_with_includes(fs::path(path), stack, files);
+  std::set<fs::path> applied;
+  return load_with_includes(fs::path(path), stack, applied, files);
 }
 
 void apply_override(ConfigNode& root, const std::string& assignment) {

@@ -743,3 +743,38 @@ TEST_CASE("cli: --debug switches named flags on and rejects unknown ones", "[cli
   CHECK(contains(env.err, "[core] "));
   check_input_error(run({"describe"}, "VSPYRE_DEBUG=nosuchflag"), "VSPYRE_DEBUG: unknown flag 'nosuchflag'");
 }
+
+TEST_CASE("cli: a what-if or preset with the flow model keeps both, in either order", "[cli]") {
+  // configs/spyre_flow.yaml and the LPDDR5X what-if both include spyre.yaml, and the preset used
+  // to carry the request model's write_batch: combined, the later file undid the earlier one
+  // (LPDDR5X lost, or the flow model's write_batch lost) and neg 2048x4096 ran anywhere from 229 to
+  // 345 us. Now every order is the same card: LPDDR5X timings and the flow model's parameters.
+  TempDir t;
+  std::vector<std::string> memory;
+  const std::vector<std::vector<std::string>> orders = {{"whatif/lpddr5x_8533.yaml", "spyre_flow.yaml"},
+                                                        {"spyre_flow.yaml", "whatif/lpddr5x_8533.yaml"},
+                                                        {"spyre_flow.yaml", "presets/lpddr5x_8533.yaml"}};
+  for (const auto& files : orders) {
+    std::string text = "include: [";
+    for (const auto& f : files) text += (&f == &files.front() ? "\"" : ", \"") + config_path(f) + "\"";
+    const std::string f = t.write("c.yaml", text + "]\n");
+    const Result r = run({"describe", "--json", "--config", f});
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    const json* mem = find_type(j, "Lpddr5");
+    REQUIRE(mem);
+    std::string values;
+    for (const char* k : {"data_rate_mtps", "t_rl", "write_batch", "reorder_rows", "reorder_window", "t_hide",
+                          "coalesce_window"}) {
+      const json* p = find_param(*mem, k);
+      REQUIRE(p);
+      values += std::string(k) + "=" + (*p)["value"].get<std::string>() + " ";
+    }
+    INFO(text << " -> " << values);
+    CHECK(contains(values, "data_rate_mtps=8533 "));
+    CHECK(contains(values, "write_batch=384B "));
+    memory.push_back(values);
+  }
+  CHECK(memory[0] == memory[1]);
+  CHECK(memory[1] == memory[2]);
+}

@@ -150,6 +150,24 @@ TEST_CASE("engine: include paths are relative to the including file and merge in
   CHECK(at(root, {"card", "core", "count"}).loc().line == 4);
 }
 
+TEST_CASE("engine: a file included twice is applied once, where it is first included", "[engine][config]") {
+  // A what-if and spyre_flow.yaml both include the default card: included together, in either
+  // order, the second must not apply the default card again over what the first set.
+  TempDir t;
+  t.write("card.yaml", "card:\n  memory:\n    t_rcd: 18ns\n    banks: 16\n    write_batch: 896B\n");
+  t.write("whatif.yaml", "include: card.yaml\ncard:\n  memory:\n    t_rcd: 12ns\n");
+  t.write("flow.yaml", "include: card.yaml\ncard:\n  memory:\n    write_batch: 384B\n");
+  for (const char* order : {"include: [whatif.yaml, flow.yaml]\n", "include: [flow.yaml, whatif.yaml]\n"}) {
+    INFO(order);
+    std::vector<fs::path> read;
+    const ConfigNode root = load_config_file(t.write("top.yaml", order), &read);
+    CHECK(at(root, {"card", "memory", "t_rcd"}).text() == "12ns");
+    CHECK(at(root, {"card", "memory", "write_batch"}).text() == "384B");
+    CHECK(at(root, {"card", "memory", "banks"}).text() == "16");
+    CHECK(read.size() == 4);  // top, the two, and card.yaml once
+  }
+}
+
 TEST_CASE("engine: include errors: missing file, cycle, wrong type", "[engine][config]") {
   TempDir t;
   const std::string miss = t.write("miss.yaml", "sim: {}\ninclude: [ok.yaml, nothere.yaml]\n");
