@@ -325,9 +325,12 @@ int cmd_describe(const Args& a) {
     seen.emplace(name, extra.back().get());
   }
   nlohmann::json j = nlohmann::json::array();
-  for (const auto& [name, comp] : seen) {
+  // The simulation's own settings (sim:) first, as a pseudo-type.
+  std::vector<std::pair<std::string, const Component*>> entries{{"Simulation", nullptr}};
+  for (const auto& [name, comp] : seen) entries.emplace_back(name, comp);
+  for (const auto& [name, comp] : entries) {
     nlohmann::json params = nlohmann::json::array();
-    for (const auto& s : comp->params().all_specs()) {
+    for (const auto& s : comp ? comp->params().all_specs() : sim.sim_params()) {
       nlohmann::json p{{"name", s.path},
                        {"kind", param_kind_name(s.kind)},
                        {"default", s.default_text},
@@ -342,7 +345,24 @@ int cmd_describe(const Args& a) {
       }
       params.push_back(p);
     }
-    j.push_back({{"type", name}, {"description", Registry::instance().find(name)->description}, {"example_path", comp->path()},
+    // Instances a key builds (card.core.count): one parameter of the parent.
+    if (comp)
+      for (const auto& c : comp->child_counts()) {
+        nlohmann::json p{{"name", c.key + ".count"},
+                         {"kind", "integer"},
+                         {"default", std::to_string(c.default_value)},
+                         {"provenance", "estimate"},
+                         {"description", "instances of " + c.key + " (" + c.key + "_0 ... " + c.key + "_" +
+                                             std::to_string(c.value - 1) + ")"},
+                         {"value", std::to_string(c.value)}};
+        if (!c.where.empty()) {
+          p["value_provenance"] = c.provenance.empty() ? "override" : c.provenance;
+          p["value_source"] = c.source.empty() ? c.where : c.source;
+        }
+        params.push_back(p);
+      }
+    const std::string desc = comp ? Registry::instance().find(name)->description : "simulation-wide settings (sim:)";
+    j.push_back({{"type", name}, {"description", desc}, {"example_path", comp ? comp->path() : std::string("sim")},
                  {"parameters", params}});
   }
   if (a.json) {

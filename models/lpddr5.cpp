@@ -42,13 +42,17 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_t.row_bytes = p.get_size("row_size", "2KiB", {"page size per bank", Provenance::Estimate, "LPDDR5 x16 page"});
   m_t.interleave = p.get_size("interleave", "256B",
                               {"bytes mapped to one channel before the next channel takes over", Provenance::Estimate});
-  auto ns = [&](const char* key, const char* def, const char* desc) {
-    return p.get_time(key, def, {desc, Provenance::Estimate, "LPDDR5 JEDEC-class timing (preset)"}).to_ps(data_rate * 1e6 / 8);
+  // `source`: the device's timings are JEDEC-class; the controller's and the model's own settings
+  // name theirs.
+  auto ns = [&](const char* key, const char* def, const char* desc,
+                const char* source = "LPDDR5 JEDEC-class timing (preset)") {
+    return p.get_time(key, def, {desc, Provenance::Estimate, source}).to_ps(data_rate * 1e6 / 8);
   };
   // A device timing (tens of ns on LPDDR5) past 10 us is a unit typed wrong: every request would
   // take that long, and a kernel's transfers would reach past what the calendars hold.
-  auto dram_ns = [&](const char* key, const char* def, const char* desc) {
-    const double v = ns(key, def, desc);
+  auto dram_ns = [&](const char* key, const char* def, const char* desc,
+                     const char* source = "LPDDR5 JEDEC-class timing (preset)") {
+    const double v = ns(key, def, desc, source);
     if (v > 1e7)
       params().refuse(key, format_time_ps(v) + " is past 10us, the longest device timing this model takes");
     return v;
@@ -74,25 +78,31 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                     "t_refi at a time staggered across the banks (the average over refresh phases); windows: each "
                     "channel's all-bank refresh at fixed times, staggered by channel",
                     Provenance::Estimate}) == "spread";
-  m_t.t_hide = dram_ns("t_hide", "25ns", "part of a row miss (precharge + activate) the controller overlaps with other transfers");
-  m_t.t_frontend = dram_ns("t_frontend", "65ns", "memory controller plus on-chip network latency, each way");
+  m_t.t_hide = dram_ns("t_hide", "25ns", "part of a row miss (precharge + activate) the controller overlaps with other transfers",
+                       "controller estimate: fit to 150 GB/s one-direction streaming (configs/spyre.yaml)");
+  m_t.t_frontend = dram_ns("t_frontend", "65ns", "memory controller plus on-chip network latency, each way",
+                           "controller estimate: fit to the validation table (configs/spyre.yaml)");
   // A bin is also the window over which reads and writes sharing a channel are counted as mixed
   // (turnarounds): 1 us is about the depth of the controller's queues when 32 cores stream (each
   // keeps `outstanding` requests in flight), so traffic that alternates direction every few
   // hundred ns is charged its turnarounds, as a real controller serving both queues would be.
-  m_t.bin = ns("bin", "1us", "length of one bin of the bus calendar (model resolution, mixing window)");
-  m_t.history = ns("history", "50us", "how long the bus calendar keeps past bins (>> sim.quantum)");
+  m_t.bin = ns("bin", "1us", "length of one bin of the bus calendar (model resolution, mixing window)",
+                 "model setting");
+  m_t.history = ns("history", "50us", "how long the bus calendar keeps past bins (>> sim.quantum)", "model setting");
   m_t.coalesce_window = ns("coalesce_window", "5us",
-                           "identical reads arriving within this window are served once (0 = never)");
+                           "identical reads arriving within this window are served once (0 = never)",
+                           "controller estimate (configs/spyre.yaml)");
   m_t.mix_window = ns("mix_window", "10us",
-                      "flow DMA model: the window over which the read/write mix that sets the turnarounds is averaged");
-  m_t.write_batch = p.get_size("write_batch", "896B", {"bytes per channel the controller drains per write burst", Provenance::Estimate, "fit to the validation table (presets/lpddr5_6400.yaml)"});
+                      "flow DMA model: the window over which the read/write mix that sets the turnarounds is averaged",
+                      "model setting");
+  m_t.write_batch = p.get_size("write_batch", "896B", {"bytes per channel the controller drains per write burst", Provenance::Estimate, "fit to the validation table (configs/spyre.yaml)"});
   m_t.reorder_rows = static_cast<uint32_t>(
       p.get_int("reorder_rows", 1,
                 {"rows per bank the scheduler batches requests among (1 = serve in arrival order)", Provenance::Estimate},
                 1, kMaxReorderRows));
   m_t.reorder_window = ns("reorder_window", "1us",
-                          "how long a bank's recent row stays in the scheduler's reach (see reorder_rows)");
+                          "how long a bank's recent row stays in the scheduler's reach (see reorder_rows)",
+                          "controller estimate (configs/spyre_flow.yaml fits it)");
   // Host speed only: the results are the same either way (a test checks it), false walks every
   // channel of every stream.
   m_banks_uniform = m_shortcut = p.get_bool("flow_shortcut", true,

@@ -99,18 +99,27 @@ std::vector<Component*> Component::build_many(std::string_view key, std::string_
   const ConfigNode* node = m_node ? m_node->find(key) : nullptr;
   if (node && node->is_null()) node = nullptr;
   int64_t count = default_count;
+  ChildCount info{std::string(key), default_count, default_count, {}, {}, {}};
   if (node && node->is_map()) {
     if (const ConfigNode* c = node->find("count")) {
       // The long form {value: 32, provenance: ..., source: ...} is allowed here as for parameters.
-      if (c->is_map() && c->find("value")) c = c->find("value");
+      if (c->is_map() && c->find("value")) {
+        if (const ConfigNode* p = c->find("provenance"); p && p->is_scalar()) info.provenance = p->text();
+        if (const ConfigNode* s = c->find("source"); s && s->is_scalar()) info.source = s->text();
+        c = c->find("value");
+      }
       char* end = nullptr;
       const long long v = c->is_scalar() ? std::strtoll(c->text().c_str(), &end, 10) : -1;
       if (!c->is_scalar() || c->text().empty() || *end != '\0' || v < 1 || v > 4096)
-        throw ConfigError(c->loc(), m_path + "." + std::string(key) + ".count: expected an integer from 1 to 4096, found '" +
-                                        c->text() + "'");
+        throw ConfigError(c->loc(), m_params->config_path() + "." + std::string(key) +
+                                        ".count: expected an integer from 1 to 4096, found " +
+                                        (c->is_scalar() ? "'" + c->text() + "'" : c->kind_name()));
       count = v;
+      info.where = c->loc().str();
     }
   }
+  info.value = count;
+  m_child_counts.push_back(info);
   std::vector<Component*> out;
   for (int i = 0; i < count; ++i)
     out.push_back(make(node, key, default_type, std::string(key) + "_" + std::to_string(i), i));

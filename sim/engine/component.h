@@ -67,6 +67,14 @@ class Component : public sc_core::sc_module {
     return out;
   }
   const std::vector<std::unique_ptr<Component>>& children() const { return m_children; }
+  // The `count:` of each key built with build_children, for describe: the value, the code's
+  // default, and where a config set it (its long form's provenance and source, if given).
+  struct ChildCount {
+    std::string key;
+    int64_t value = 0, default_value = 0;
+    std::string where, provenance, source;  // empty when the code's default
+  };
+  const std::vector<ChildCount>& child_counts() const { return m_child_counts; }
 
   template <class Socket>
   void expose_initiator(const std::string& name, Socket& s) {
@@ -106,6 +114,7 @@ class Component : public sc_core::sc_module {
   StatGroup m_stats;
   TraceWriter* m_trace = nullptr;
   std::vector<std::unique_ptr<Component>> m_children;
+  std::vector<ChildCount> m_child_counts;
   std::map<std::string, SocketBinder> m_initiators;
   std::map<std::string, TargetSocket*> m_targets;
 };

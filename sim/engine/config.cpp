@@ -75,7 +75,10 @@ void ConfigNode::erase(std::string_view key) {
 }
 
 void ConfigNode::merge_from(const ConfigNode& over) {
-  if (over.is_map() && (is_map() || is_null())) {
+  // A parameter's long form ({value: 16ns, provenance: estimate}) replaces the one it overrides
+  // whole: merged key by key it kept the earlier file's source, so describe cited the LPDDR5
+  // preset for the LPDDR5X value.
+  if (over.is_map() && !over.find("value") && (is_map() || is_null())) {
     if (is_null()) {
       m_kind = Kind::Map;
       m_loc = over.m_loc;

@@ -37,8 +37,13 @@ Simulation::Simulation(ConfigNode config, bool trace_all)
                       "(the simulation has no clock of its own)");
   }
   m_quantum_ps = quantum.value;
-  m_seed = static_cast<uint64_t>(simp.get_int("seed", 1, {"seed for every random choice", Provenance::Override}, 0));
+  // sim.seed was read and used by nothing (a sweep over it changed nothing): refused by name, with
+  // the seeds that do act.
+  if (const ConfigNode* s = simp.node() ? simp.node()->find("seed") : nullptr)
+    throw ConfigError(s->key_loc(), "sim.seed: nothing reads it; card.launch_seed seeds the cores' start times and "
+                                    "each DMA operation's setup jitter, and vspyre run --seed the input data");
   top.check_unknown_keys();
+  m_sim_params = simp.all_specs();  // paths "sim.quantum": the group's prefix
 
   const ConfigNode* card = m_config.find("card");
   if (card && !card->is_map() && !card->is_null())

@@ -38,7 +38,8 @@ class Simulation {
   const ConfigNode& config() const { return m_config; }
   // Simulation-wide knobs under `sim:`.
   double quantum_ps() const { return m_quantum_ps; }
-  uint64_t seed() const { return m_seed; }
+  // The `sim:` parameters as read (paths "sim.quantum"), for `describe`.
+  const std::vector<ParamSpec>& sim_params() const { return m_sim_params; }
 
   // Whether the component at `path` records trace events: --trace, or `trace: true` in its config.
   bool trace_enabled_for(const ConfigNode* node) const;
@@ -51,7 +52,7 @@ class Simulation {
   ConfigNode m_config;
   bool m_trace_all;
   double m_quantum_ps = 1e6;
-  uint64_t m_seed = 1;
+  std::vector<ParamSpec> m_sim_params;
   StatsRegistry m_stats;
   std::unique_ptr<TraceWriter> m_trace;
   std::unique_ptr<Component> m_top;

@@ -339,9 +339,17 @@ TEST_CASE("cli: describe lists every registered type and every parameter", "[cli
   REQUIRE(j.is_array());
   std::set<std::string> types;
   for (const auto& t : j) types.insert(t["type"].get<std::string>());
-  const auto names = vspyre::Registry::instance().names();
+  auto names = vspyre::Registry::instance().names();
+  names.push_back("Simulation");  // the sim: settings, first
   CHECK(types == std::set<std::string>(names.begin(), names.end()));
+  CHECK(j[0]["type"] == "Simulation");
   for (const char* t : {"Card", "Core", "Ring", "Lpddr5", "PcieLink"}) CHECK(types.count(t) == 1);
+  // Every parameter a config can set is listed: sim.quantum, and the core count (a key's count:).
+  REQUIRE(find_param(j[0], "sim.quantum"));
+  const json* count = find_param(*find_type(j, "Card"), "core.count");
+  REQUIRE(count);
+  CHECK((*count)["value"] == "32");
+  CHECK((*count)["value_source"] == "IBM: 32 cores per card");
   for (const auto& t : j) {
     INFO(t["type"].get<std::string>());
     CHECK_FALSE(t["description"].get<std::string>().empty());
@@ -647,7 +655,7 @@ TEST_CASE("cli: probe uses $VSPYRE_CONFIG as the default card", "[cli]") {
 TEST_CASE("cli: probe pt --out writes resolved config, stats tree and Perfetto trace", "[cli]") {
   TempDir t;
   const fs::path out = t.dir / "results";
-  const Result r = run({"probe", "pt", "--config", config_path("whatif/cores_64.yaml"), "-p", "sim.seed=9", "--out",
+  const Result r = run({"probe", "pt", "--config", config_path("whatif/cores_64.yaml"), "-p", "sim.quantum=60ns", "--out",
                         out.string()});
   REQUIRE(r.code == 0);
   REQUIRE(fs::exists(out / "config.resolved.yaml"));

@@ -181,7 +181,6 @@ TEST_CASE("engine: config configs/spyre.yaml builds the 32-core card", "[engine]
   Simulation sim(resolve(config_path("spyre.yaml")));
   CHECK(check_card(sim) == 32);
   CHECK(sim.quantum_ps() == Approx(50000));
-  CHECK(sim.seed() == 1u);
   const Component* core = by_path(sim, "card.core_31");
   CHECK(value_of(core, "lx.size") == "2MiB");
   CHECK(value_of(core, "clock") == "1.5GHz");
@@ -268,9 +267,8 @@ TEST_CASE("engine: config configs/whatif/no_channel_xor.yaml maps the channels w
 
 TEST_CASE("engine: -p overrides reach the built card (count, long form, new keys)", "[engine][sim]") {
   Simulation sim(resolve(config_path("spyre.yaml"),
-                         {"card.core.count=4", "card.core.lx.size=1MiB", "sim.seed=42", "sim.quantum=1us"}));
+                         {"card.core.count=4", "card.core.lx.size=1MiB", "sim.quantum=1us"}));
   CHECK(check_card(sim) == 4);
-  CHECK(sim.seed() == 42u);
   CHECK(sim.quantum_ps() == Approx(1e6));
   const Component* core = by_path(sim, "card.core_3");
   CHECK(value_of(core, "lx.size") == "1MiB");
