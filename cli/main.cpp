@@ -63,14 +63,15 @@ const char* kDescribeHelp =
 
 const char* kProbeHelp =
     "usage: vspyre probe memory|ring|pcie|pt [--config FILE] [-p key.path=value ...] [--json]\n"
-    "                    [--out DIR] [--trace FILE] [--debug FLAGS]\n"
+    "                    [--out DIR [--no-trace]] [--trace FILE] [--debug FLAGS]\n"
     "\n"
     "  memory  one-direction read, one-direction write and balanced copy, from 1, 2, 4, ... cores\n"
     "  ring    neighbour and farthest-core transfers, one flow and all cores at once\n"
     "  pcie    host-to-device and device-to-host for sizes from 4 KiB to 1 GiB\n"
     "  pt      a large fp16 matmul tile on one core\n"
     "\n"
-    "Without --config the default card (configs/spyre.yaml, or $VSPYRE_CONFIG) is used.\n";
+    "Without --config the default card (configs/spyre.yaml, or $VSPYRE_CONFIG) is used.\n"
+    "--out DIR writes stats.json, config.resolved.yaml and trace.json (not with --no-trace).\n";
 
 const char* kRunHelp =
     "usage: vspyre run BUNDLE_DIR [--config FILE] [-p key.path=value ...] [--out DIR] [--json]\n"
@@ -96,6 +97,8 @@ const char* kRunHelp =
     "                    a cat) is its own entry, labelled arg<i>+<offset>\n"
     "  --out DIR         write stats.json, trace.json and config.resolved.yaml into DIR; with data,\n"
     "                    also <label>_input.npy / <label>_output.npy (host order, fp32)\n"
+    "  --no-trace        with --out: no trace.json (recording it is most of a short run's host time\n"
+    "                    and 100+ MB on a large kernel; vspyre sweep passes it)\n"
     "  --trace FILE      write a Chrome trace of every engine\n"
     "  --dump-plan FILE  write the lowered plan in protobuf text format\n"
     "  --no-data         timing only\n"
@@ -128,6 +131,7 @@ struct Args {
   uint32_t repeat = 1;               // --repeat: runs back to back on one card
   std::vector<std::string> inputs;  // NAME=FILE.npy
   bool host_times = false;           // --host-times
+  bool no_trace = false;             // --no-trace: --out without trace.json
   bool version = false;              // --version, anywhere
   std::set<std::string> given;       // the options given, as spelled (-p for -pkey=value)
 };
@@ -140,6 +144,13 @@ void allow_only(const Args& a, const std::set<std::string>& allowed) {
       for (const auto& x : allowed) list += (list.empty() ? "" : ", ") + x;
       throw InputError(a.command + ": option " + o + " does not apply (options: " + list + "; see --help)");
     }
+}
+
+// --no-trace says what --out leaves out: alone, or with --trace (which asks for one), it is a mistake.
+void check_no_trace(const Args& a) {
+  if (!a.no_trace) return;
+  if (a.out_dir.empty()) throw InputError("--no-trace goes with --out (it leaves trace.json out of DIR)");
+  if (!a.trace_file.empty()) throw InputError("--no-trace and --trace ask for opposite things: give one");
 }
 
 Args parse_args(int argc, char** argv) {
@@ -184,6 +195,7 @@ Args parse_args(int argc, char** argv) {
       a.repeat = static_cast<uint32_t>(x);
     } else if (s == "--input") a.inputs.push_back(need("NAME=FILE.npy"));
     else if (s == "--host-times") a.host_times = true;
+    else if (s == "--no-trace") a.no_trace = true;
     else if (!s.empty() && s[0] == '-') throw InputError("unknown option '" + s + "' (see --help)");
     else if (a.command.empty()) a.command = s;
     else a.positional.push_back(s);
@@ -395,7 +407,8 @@ int cmd_probe(Args a) {
     std::fputs(kProbeHelp, stdout);
     return 0;
   }
-  allow_only(a, {"--config", "-p", "--json", "--out", "--trace", "--debug"});
+  allow_only(a, {"--config", "-p", "--json", "--out", "--trace", "--debug", "--no-trace"});
+  check_no_trace(a);
   if (a.positional.size() > 1)
     throw InputError("probe: one probe at a time, got '" + a.positional[0] + "' and '" + a.positional[1] + "' (see --help)");
   if (a.positional.size() != 1) throw InputError("probe: name one probe: memory, ring, pcie or pt (see --help)");
@@ -408,7 +421,7 @@ int cmd_probe(Args a) {
   }
   if (!a.config_given) a.sim.config_file = default_config_path();
   std::vector<std::filesystem::path> reads;
-  Simulation sim(resolve_config(a.sim, &reads), !a.trace_file.empty() || !a.out_dir.empty());
+  Simulation sim(resolve_config(a.sim, &reads), !a.trace_file.empty() || (!a.out_dir.empty() && !a.no_trace));
   OutputGuard guard(a, reads);
   Card& card = sim.top_as<Card>();
   nlohmann::json r;
@@ -660,8 +673,9 @@ int cmd_run(Args a) {
     std::fputs(kRunHelp, stdout);
     return 0;
   }
-  allow_only(a, {"--config", "-p", "--json", "--out", "--trace", "--debug", "--dump-plan", "--no-data", "--seed",
+  allow_only(a, {"--config", "-p", "--json", "--out", "--trace", "--debug", "--no-trace", "--dump-plan", "--no-data", "--seed",
                  "--input", "--repeat", "--host-times"});
+  check_no_trace(a);
   if (a.positional.size() != 1) throw InputError("run: name one bundle directory (see --help)");
   if (!a.config_given) a.sim.config_file = default_config_path();
   // Options that only data uses: refused with --no-data rather than ignored.
@@ -678,7 +692,7 @@ int cmd_run(Args a) {
       throw InputError("run: '" + bdir.string() + "' is a file, not a bundle directory (nor a bundle.mlir)");
   }
   std::vector<fs::path> reads;  // every file this run reads: no output may be one of them
-  Simulation sim(resolve_config(a.sim, &reads), !a.trace_file.empty() || !a.out_dir.empty());
+  Simulation sim(resolve_config(a.sim, &reads), !a.trace_file.empty() || (!a.out_dir.empty() && !a.no_trace));
   Card& card = sim.top_as<Card>();
   const plan::CardParams params = plan_card_params(card);
   bundle::CardLimits limits;

@@ -492,6 +492,8 @@ def run_point(task):
         else:
             cmd = [vspyre, "run", pl["path"], "--no-data"]
         cmd += ["--config", task["config"], "--json", "--out", out]
+        if not task.get("keep_traces"):
+            cmd.append("--no-trace")  # recording a trace was most of a point's host time
         for k, v in task["overrides"].items():
             v = str(v).lower() if isinstance(v, bool) else v
             cmd += ["-p", f"{k}={v}"]
@@ -553,7 +555,10 @@ def make_row(task, res):
     flat = {}
     for top, v in stats.items():
         # stats.json = {"run"|"probe": summary, "stats": {"card": ...}}: the counters keep
-        # their own names (card.core_0.macs), the summary is prefixed run./probe.
+        # their own names (card.core_0.macs), the summary is prefixed run./probe. `units` (each
+        # counter's unit and description) is the same text on every row: not a column.
+        if top == "units":
+            continue
         flatten(v, "" if top == "stats" else top, flat)
     for k, v in flat.items():
         if k not in row:
@@ -996,6 +1001,11 @@ def run_sweep(sweep_file, vspyre=None, out=None, jobs=None, scheduler=None, retr
             "skipped": prog.skipped, "total": len(tasks)}
 
 
+def list_failed(r):
+    """Whether any point of a finished sweep (run_sweep's result) failed, now or kept from before."""
+    return bool(r and r.get("failed"))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="vspyre sweep",
@@ -1029,7 +1039,11 @@ def main(argv=None):
     except BrokenPipeError:  # --list | head
         sys.stdout = None
         return 0
-    return 0  # failed points are rows of the results, not a failure of the sweep
+    if list_failed(r):
+        # The results are written either way; the exit status says whether every point ran, so
+        # that a script or CI does not take a sweep of failures for a result.
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

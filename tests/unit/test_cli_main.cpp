@@ -786,3 +786,17 @@ TEST_CASE("cli: a what-if or preset with the flow model keeps both, in either or
   CHECK(memory[0] == memory[1]);
   CHECK(memory[1] == memory[2]);
 }
+
+TEST_CASE("cli: --no-trace leaves trace.json out of --out, and goes only with --out", "[cli]") {
+  TempDir t;
+  const fs::path out = t.dir / "o";
+  const Result r = run({"probe", "pt", "--json", "--out", out.string(), "--no-trace"});
+  REQUIRE(r.code == 0);
+  CHECK(fs::exists(out / "stats.json"));
+  CHECK(fs::exists(out / "config.resolved.yaml"));
+  CHECK_FALSE(fs::exists(out / "trace.json"));
+  check_input_error(run({"probe", "pt", "--no-trace"}), "--no-trace goes with --out");
+  check_input_error(run({"probe", "pt", "--out", (t.dir / "p").string(), "--no-trace", "--trace", (t.dir / "x.json").string()}),
+                    "--no-trace and --trace ask for opposite things");
+  check_input_error(run({"describe", "--no-trace"}), "describe: option --no-trace does not apply");
+}
