@@ -885,9 +885,9 @@ TEST_CASE("run: a batched matmul's time does not hang on the order of simultaneo
 
 TEST_CASE("run: card.launch_skew starts core i i x the skew after core 0, in both schedulers",
           "[run]") {
-  // neg_2048x1024_c32 takes 78.0 us with the cores started within the default launch jitter.
+  // neg_2048x1024_c32 takes 79.6 us with the cores started within the default launch jitter.
   // With a skew of 1 us the last core starts 31 us after the first and the kernel ends no earlier
-  // than that (threads 121.2 us, events 121.5); the two schedulers start the cores alike.
+  // than that (threads 119.3 us, events 119.9; stop 46); the two schedulers start the cores alike.
   RUN_REQUIRE_DIR(k_fixtures / "neg_2048x1024_c32");
   auto us = [&](const char* skew, const char* scheduler) {
     const std::vector<std::string> p = {std::string("card.launch_skew=") + skew,
