@@ -162,7 +162,7 @@ nlohmann::json probe_pt(Card& card) {
 
 void print_probe(const std::string& name, const nlohmann::json& r) {
   if (name == "memory") {
-    std::printf("LPDDR5 peak %.1f GB/s, %llu bytes per core\n", r["peak_GBps"].get<double>(),
+    std::printf("device memory peak %.1f GB/s, %llu bytes per core\n", r["peak_GBps"].get<double>(),
                 static_cast<unsigned long long>(r["bytes_per_core"].get<uint64_t>()));
     std::printf("%6s %12s %12s %12s\n", "cores", "read GB/s", "write GB/s", "copy GB/s");
     for (const auto& row : r["per_cores"])

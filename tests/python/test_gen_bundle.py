@@ -61,3 +61,16 @@ def test_fixture_regenerates_byte_identical(tmp_path, fixture, command):
     assert "bundle.mlir" in want and "sdsc_0.json" in want
     for f in want:
         assert (out / f).read_bytes() == (fixture / f).read_bytes(), f"{fixture.name}/{f} differs"
+
+
+def test_bundles_for_a_what_if_card_with_more_cores(tmp_path):
+    # The generator stopped at the Spyre card's 32 cores, so configs/whatif/cores_64.yaml could run
+    # no 64-core kernel; the card's own limit is checked when a bundle runs.
+    out = tmp_path / "neg64"
+    gen_bundle.generate("unary", str(out), {"split": "mb=64"})
+    import json
+    sdsc = json.loads((out / "sdsc_0.json").read_text())
+    op = next(iter(next(iter(sdsc.values()))["dscs_"][0].values()))
+    assert op["numCoresUsed_"] == 64
+    with pytest.raises(gen_bundle.GenError, match="4097 cores"):
+        gen_bundle.generate("unary", str(tmp_path / "too_many"), {"split": "mb=4097"})
