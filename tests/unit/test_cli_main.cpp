@@ -184,7 +184,7 @@ TEST_CASE("cli: unknown option and missing option argument fail with exit 1", "[
 
 TEST_CASE("cli: an option a command does not use, or a stray argument, is refused, not ignored", "[cli]") {
   check_input_error(run({"probe", "pt", "--repeat", "5"}),
-                    "probe: option --repeat does not apply (options: --config, --debug, --json, --out, --trace, -p; see --help)");
+                    "probe: option --repeat does not apply (options: --config, --debug, --json, --no-trace, --out, --trace, -p; see --help)");
   check_input_error(run({"probe", "pt", "--no-data"}), "probe: option --no-data does not apply");
   check_input_error(run({"probe", "pt", "--seed", "5"}), "probe: option --seed does not apply");
   check_input_error(run({"describe", "--out", "x"}), "describe: option --out does not apply");
@@ -322,7 +322,16 @@ TEST_CASE("cli: the tensors' files in --out are outputs like the others", "[cli]
 TEST_CASE("cli: options that only data uses are refused with --no-data, and --version answers anywhere", "[cli]") {
   const std::string f = (fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles" / "neg_2048x1024_c32").string();
   check_input_error(run({"run", f, "--no-data", "--seed", "5"}), "--seed needs data on (drop --no-data)");
-  check_input_error(run({"run", f, "--no-data", "--host-times"}), "--host-times needs data on (drop --no-data)");
+  // --host-times reports the timing side's host seconds too, so it goes with --no-data; without it
+  // the output has no host seconds at all.
+  const Result h = run({"run", f, "--no-data", "--host-times", "--json"});
+  REQUIRE(h.code == 0);
+  const json hj = json::parse(h.out);
+  CHECK(hj["host"]["simulate_seconds"].get<double>() > 0);
+  CHECK(hj["host"]["load_lower_seconds"].get<double>() > 0);
+  CHECK(hj["host"]["sim_over_host"].get<double>() > 0);
+  CHECK_FALSE(json::parse(run({"run", f, "--no-data", "--json"}).out).contains("host"));
+  CHECK(contains(run({"run", f, "--no-data", "--host-times"}).out, "host             load and lower "));
   check_input_error(run({"run", f, "--no-data", "--input", "arg0=x.npy"}), "--input needs data on (drop --no-data)");
   for (const char* cmd : {"run", "describe", "probe"}) {
     const Result v = run({cmd, "--version"});
