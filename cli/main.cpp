@@ -74,7 +74,7 @@ const char* kProbeHelp =
     "--out DIR writes stats.json, config.resolved.yaml and trace.json (not with --no-trace).\n";
 
 const char* kRunHelp =
-    "usage: vspyre run BUNDLE_DIR [--config FILE] [-p key.path=value ...] [--out DIR] [--json]\n"
+    "usage: vspyre run BUNDLE_DIR [--config FILE] [-p key.path=value ...] [--out DIR [--no-trace]] [--json]\n"
     "                  [--trace FILE] [--dump-plan FILE] [--no-data] [--seed N]\n"
     "                  [--input NAME=FILE.npy ...] [--repeat N] [--host-times] [--debug FLAGS]\n"
     "\n"
@@ -345,7 +345,9 @@ int cmd_describe(const Args& a) {
   for (const auto& [name, comp] : entries) {
     nlohmann::json params = nlohmann::json::array();
     for (const auto& s : comp ? comp->params().all_specs() : sim.sim_params()) {
-      nlohmann::json p{{"name", s.path},
+      // Named relative to example_path as every type's are: "quantum" under "sim".
+      const std::string pname = comp || s.path.rfind("sim.", 0) != 0 ? s.path : s.path.substr(4);
+      nlohmann::json p{{"name", pname},
                        {"kind", param_kind_name(s.kind)},
                        {"default", s.default_text},
                        {"provenance", provenance_name(s.provenance)},
@@ -423,7 +425,7 @@ int cmd_probe(Args a) {
   }
   if (!a.config_given) a.sim.config_file = default_config_path();
   std::vector<std::filesystem::path> reads;
-  Simulation sim(resolve_config(a.sim, &reads), !a.trace_file.empty() || (!a.out_dir.empty() && !a.no_trace));
+  Simulation sim(resolve_config(a.sim, &reads), !a.trace_file.empty() || !a.out_dir.empty(), a.no_trace);
   OutputGuard guard(a, reads);
   Card& card = sim.top_as<Card>();
   nlohmann::json r;
@@ -694,7 +696,7 @@ int cmd_run(Args a) {
       throw InputError("run: '" + bdir.string() + "' is a file, not a bundle directory (nor a bundle.mlir)");
   }
   std::vector<fs::path> reads;  // every file this run reads: no output may be one of them
-  Simulation sim(resolve_config(a.sim, &reads), !a.trace_file.empty() || (!a.out_dir.empty() && !a.no_trace));
+  Simulation sim(resolve_config(a.sim, &reads), !a.trace_file.empty() || !a.out_dir.empty(), a.no_trace);
   Card& card = sim.top_as<Card>();
   const plan::CardParams params = plan_card_params(card);
   bundle::CardLimits limits;

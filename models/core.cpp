@@ -101,8 +101,9 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (m_lx_size == 0 || m_lx_size % kStickBytes)
     params().refuse("lx.size", "must be a positive multiple of 128B, got " + std::to_string(m_lx_size) + " B");
   if (m_lx_reserved >= m_lx_size)
-    params().refuse("lx.reserved", "must be smaller than lx.size (" + format_size(m_lx_reserved) + " reserved of " +
-                                       format_size(m_lx_size) + ")");
+    params().refuse_pair("lx.reserved", "lx.size",
+                         "the reserved part must be smaller than LX (" + format_size(m_lx_reserved) + " reserved of " +
+                             format_size(m_lx_size) + ")");
 
   for (int e = 0; e < kEngineCount; ++e) {
     const std::string en = engine_name(static_cast<Engine>(e));

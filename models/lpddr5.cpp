@@ -119,14 +119,17 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (m_t.interleave % kStickBytes || m_t.interleave == 0)
     params().refuse("interleave", "must be a positive multiple of 128B, got " + std::to_string(m_t.interleave) + " B");
   if (m_t.row_bytes == 0 || m_t.row_bytes % m_t.interleave)
-    params().refuse("row_size", std::to_string(m_t.row_bytes) + " B is not a positive multiple of interleave (" +
-                                    std::to_string(m_t.interleave) + " B): a row holds whole interleave stripes; change "
-                                    "row_size or interleave");
+    params().refuse_pair("row_size", "interleave",
+                         "a row (" + std::to_string(m_t.row_bytes) + " B) must be a positive multiple of the interleave (" +
+                             std::to_string(m_t.interleave) + " B): it holds whole interleave stripes");
   if (m_t.t_refi <= m_t.t_rfc)
-    params().refuse("t_refi", format_time_ps(m_t.t_refi) + " must exceed t_rfc (" + format_time_ps(m_t.t_rfc) + ")");
+    params().refuse_pair("t_refi", "t_rfc",
+                         "the refresh interval (" + format_time_ps(m_t.t_refi) + ") must exceed the refresh time (" +
+                             format_time_ps(m_t.t_rfc) + ")");
   if (m_t.bin <= 0 || m_t.history < 2 * m_t.bin)
-    params().refuse("bin", format_time_ps(m_t.bin) + " must be positive and history (" + format_time_ps(m_t.history) +
-                               ") at least two bins");
+    params().refuse_pair("bin", "history",
+                         "the bin (" + format_time_ps(m_t.bin) + ") must be positive and the history (" +
+                             format_time_ps(m_t.history) + ") at least two bins");
   if (m_t.write_batch == 0) params().refuse("write_batch", "must be positive");
   auto pow2 = [](uint64_t v) { return v && !(v & (v - 1)); };
   m_pow2 = pow2(m_t.banks) && pow2(m_t.row_bytes) && m_t.banks > 1;

@@ -28,9 +28,10 @@ STICK_BYTES = 128
 LX_BYTES = 2 << 20
 LX_RESERVED = 64 << 10
 LX_USABLE = LX_BYTES - LX_RESERVED
-# vspyre's limit on card.core.count, so that bundles for what-if cards (configs/whatif/cores_64.yaml)
-# can be made; the Spyre card has 32, and `vspyre run` checks a bundle's cores against its card.
-MAX_CORES = 4096
+# What vspyre's loader takes (a work split's factor_ is at most 1024), so that bundles for what-if
+# cards (configs/whatif/cores_64.yaml) can be made; the Spyre card has 32, and `vspyre run` checks
+# a bundle's cores against its card.
+MAX_CORES = 1024
 
 FORMATS = {  # dtype -> (dataFormat_, wordLength)
     "fp16": ("SEN169_FP16", 2),

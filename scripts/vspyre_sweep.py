@@ -1030,15 +1030,15 @@ def main(argv=None):
     except SweepError as e:
         sys.stderr.write(f"vspyre sweep: error: {e}\n")
         return 2
+    except BrokenPipeError:  # --list | head (before OSError, of which it is one)
+        sys.stdout = None
+        return 0
     except OSError as e:  # the filesystem under --out: a full disk, no permission
         where = f"{e.filename}: " if e.filename else ""
         sys.stderr.write(f"vspyre sweep: error: {where}{e.strerror or e}\n")
         return 2
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # --list | head
-        sys.stdout = None
-        return 0
     if list_failed(r):
         # The results are written either way; the exit status says whether every point ran, so
         # that a script or CI does not take a sweep of failures for a result.

@@ -226,11 +226,13 @@ ConfigNode parse_yaml(const std::string& text, const std::string& name) {
   }
 }
 
-// `applied`: the files merged so far in this load. A file included again (a what-if and
-// spyre_flow.yaml both include spyre.yaml) is applied once, where it was first included: applied
-// again it would undo what the files between set (the what-if's memory, under the flow model).
+// `applied`: the files merged so far in this load. A file that an included file includes again (a
+// what-if and spyre_flow.yaml both include spyre.yaml) is applied once, where it was first
+// included: applied again it would undo what the files between set (the what-if's memory, under
+// the flow model). A file the user's own config lists (`top`) is applied in full where it is
+// listed, even if included before: listed later, it is meant to win.
 ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack, std::set<fs::path>& applied,
-                              std::vector<fs::path>* read) {
+                              std::vector<fs::path>* read, bool top = false) {
   std::error_code ec;
   fs::path canon = fs::weakly_canonical(path, ec);
   if (ec) canon = path;
@@ -269,8 +271,13 @@ ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack
       if (tec) target_canon = target;
       if (target_canon == canon || std::find(stack.begin(), stack.end(), target_canon) != stack.end())
         throw ConfigError(f->loc(), "include cycle: '" + f->text() + "' is already being included");
-      if (applied.count(target_canon)) continue;  // included before, through another file
-      result.merge_from(load_with_includes(target, stack, applied, read));
+      if (!applied.count(target_canon)) {
+        result.merge_from(load_with_includes(target, stack, applied, read));
+      } else if (top) {  // listed again by the user: applied again, with everything it includes
+        std::set<fs::path> fresh;
+        result.merge_from(load_with_includes(target, stack, fresh, read));
+        applied.insert(fresh.begin(), fresh.end());
+      }  // else included before, through another file: once is enough
     }
     stack.pop_back();
     doc.erase("include");
@@ -290,7 +297,7 @@ ConfigNode parse_config_text(const std::string& text, const std::string& name) {
 ConfigNode load_config_file(const std::string& path, std::vector<fs::path>* files) {
   std::vector<fs::path> stack;
   std::set<fs::path> applied;
-  return load_with_includes(fs::path(path), stack, applied, files);
+  return load_with_includes(fs::path(path), stack, applied, files, true);
 }
 
 void apply_override(ConfigNode& root, const std::string& assignment) {

@@ -94,6 +94,8 @@ void ParamReader::fail(const ConfigNode& at, std::string_view key, const std::st
 }
 
 std::string ParamReader::config_path() const {
+  // The top-level reader is "config" (Simulation): its groups are the config's own keys ("sim").
+  if (m_where.rfind("config.", 0) == 0) return ParamReader(nullptr, m_where.substr(7)).config_path();
   std::string out;
   size_t start = 0;
   while (start <= m_where.size()) {
@@ -108,6 +110,33 @@ std::string ParamReader::config_path() const {
     start = end + 1;
   }
   return out;
+}
+
+namespace {
+// The node that gives `key` (a dotted path below `node`), its long form's value, or null.
+const ConfigNode* node_of(const ConfigNode* node, std::string_view key) {
+  const ConfigNode* at = node;
+  size_t start = 0;
+  while (at && start <= key.size()) {
+    size_t end = key.find('.', start);
+    if (end == std::string_view::npos) end = key.size();
+    at = at->is_map() ? at->find(key.substr(start, end - start)) : nullptr;
+    start = end + 1;
+  }
+  if (at && at->is_map())
+    if (const ConfigNode* v = at->find("value")) at = v;
+  return at;
+}
+}  // namespace
+
+std::string ParamReader::given_at(std::string_view key) const {
+  const ConfigNode* at = node_of(m_node, key);
+  return at ? at->loc().str() : "default";
+}
+
+void ParamReader::refuse_pair(std::string_view a, std::string_view b, const std::string& why) const {
+  throw InputError(config_path() + "." + std::string(a) + " (" + given_at(a) + ") and " + std::string(b) + " (" +
+                   given_at(b) + "): " + why);
 }
 
 void ParamReader::refuse(std::string_view key, const std::string& why) const {

@@ -76,6 +76,11 @@ class ParamReader {
   // value came from (file:line:column, or the -p), the key as the config spells it
   // ("card.core.lx.size", not the instance "card.core_0") and `why`.
   [[noreturn]] void refuse(std::string_view key, const std::string& why) const;
+  // Two keys that do not go together (row_size and interleave): both named with where each was
+  // given (or "default"), since either may be the one the user changed.
+  [[noreturn]] void refuse_pair(std::string_view a, std::string_view b, const std::string& why) const;
+  // Where `key`'s value was given ("configs/spyre.yaml:12:5", "-p card.x=1"), or "default".
+  std::string given_at(std::string_view key) const;
   // The group's path as a config spells it: instances built with `count:` from one key
   // ("card.core_0") are that key ("card.core").
   std::string config_path() const;

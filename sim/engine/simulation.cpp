@@ -18,8 +18,11 @@ ConfigNode resolve_config(const SimOptions& opts, std::vector<std::filesystem::p
   return root;
 }
 
-Simulation::Simulation(ConfigNode config, bool trace_all)
-    : m_config(std::move(config)), m_trace_all(trace_all), m_trace(std::make_unique<TraceWriter>()) {
+Simulation::Simulation(ConfigNode config, bool trace_all, bool trace_none)
+    : m_config(std::move(config)),
+      m_trace_all(trace_all && !trace_none),
+      m_trace_none(trace_none),
+      m_trace(std::make_unique<TraceWriter>()) {
   ParamReader top(&m_config, "config");
   top.claim("card");
   ParamReader& simp = top.group("sim", "simulation-wide settings");
@@ -33,7 +36,7 @@ Simulation::Simulation(ConfigNode config, bool trace_all)
     const ConfigNode* q = simp.node() ? simp.node()->find("quantum") : nullptr;
     if (q && q->is_map() && q->find("value")) q = q->find("value");
     throw ConfigError(q ? q->loc() : SourceLoc{"sim.quantum"},
-                      "config.sim.quantum: expected a time in ps, ns, us, ms or s, not in cycles "
+                      "sim.quantum: expected a time in ps, ns, us, ms or s, not in cycles "
                       "(the simulation has no clock of its own)");
   }
   m_quantum_ps = quantum.value;

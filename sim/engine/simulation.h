@@ -27,7 +27,9 @@ ConfigNode resolve_config(const SimOptions& opts, std::vector<std::filesystem::p
 class Simulation {
  public:
   // Builds the top component (`card:` in the config) and binds it. Throws ConfigError on bad input.
-  explicit Simulation(ConfigNode config, bool trace_all = false);
+  // `trace_all`: every component records trace events (--trace, --out); `trace_none`: none does,
+  // whatever the config's `trace: true` says (--out --no-trace).
+  explicit Simulation(ConfigNode config, bool trace_all = false, bool trace_none = false);
   ~Simulation();
 
   Component& top() { return *m_top; }
@@ -43,6 +45,7 @@ class Simulation {
 
   // Whether the component at `path` records trace events: --trace, or `trace: true` in its config.
   bool trace_enabled_for(const ConfigNode* node) const;
+  bool tracing_off() const { return m_trace_none; }
   // Every component's parameters, in build order, for `describe`.
   std::vector<const Component*> components() const;
   // Writes config.resolved.yaml, stats.json and (if tracing) trace.json into `dir`.
@@ -50,7 +53,7 @@ class Simulation {
 
  private:
   ConfigNode m_config;
-  bool m_trace_all;
+  bool m_trace_all, m_trace_none;
   double m_quantum_ps = 1e6;
   std::vector<ParamSpec> m_sim_params;
   StatsRegistry m_stats;

@@ -72,5 +72,5 @@ def test_bundles_for_a_what_if_card_with_more_cores(tmp_path):
     sdsc = json.loads((out / "sdsc_0.json").read_text())
     op = next(iter(next(iter(sdsc.values()))["dscs_"][0].values()))
     assert op["numCoresUsed_"] == 64
-    with pytest.raises(gen_bundle.GenError, match="4097 cores"):
-        gen_bundle.generate("unary", str(tmp_path / "too_many"), {"split": "mb=4097"})
+    with pytest.raises(gen_bundle.GenError, match="1025 cores"):
+        gen_bundle.generate("unary", str(tmp_path / "too_many"), {"split": "mb=1025"})

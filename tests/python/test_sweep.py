@@ -422,10 +422,17 @@ outputs: [csv]
     res = vs.run_point(tasks[0])
     assert res["status"] == "ok", res["error"]
     assert "--no-trace" in res["command"]
-    assert "trace" not in res
     kept = vs.run_point(vs.make_tasks(sw, vspyre, keep_traces=True)[0])
     assert "--no-trace" not in kept["command"] and kept.get("trace")
     row = vs.make_row(tasks[0], res)
     assert row["kernel_time_us"] > 0
     assert not [k for k in row if k.startswith("units.") or k.endswith(".desc")]
     assert len(row) < 1000
+
+
+def test_axes_may_name_sim_quantum_and_the_core_count(vspyre):
+    # describe lists them now (sim.quantum under example_path "sim", core.count under "card");
+    # from a base config that sets neither, an axis on them was refused as unknown.
+    keys = vs.known_keys(vspyre, ROOT / "configs" / "whatif" / "lx_4mib.yaml")
+    assert "sim.quantum" in keys and "card.core.count" in keys
+    assert "sim.sim.quantum" not in keys

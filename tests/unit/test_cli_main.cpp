@@ -218,7 +218,9 @@ TEST_CASE("cli: a component's size or type error names what the user set", "[cli
   check_input_error(run({"probe", "pt", "-p", "card.core.lx.size=0B"}),
                     "card.core.lx.size: must be a positive multiple of 128B, got 0 B");
   check_input_error(run({"probe", "pt", "-p", "card.core.lx.reserved=2MiB"}),
-                    "card.core.lx.reserved: must be smaller than lx.size (2MiB reserved of 2MiB)");
+                    "card.core.lx.reserved (-p card.core.lx.reserved=2MiB) and lx.size (" + config_path("spyre.yaml") + ":");
+  check_input_error(run({"probe", "pt", "-p", "card.core.lx.reserved=2MiB"}),
+                    "): the reserved part must be smaller than LX (2MiB reserved of 2MiB)");
   check_input_error(run({"probe", "pt", "-p", "card.core.type=Lpddr5"}),
                     "[card.core_0 is a Lpddr5, the type set at -p card.core.type=Lpddr5; its usual type is Core]");
 }
@@ -354,7 +356,8 @@ TEST_CASE("cli: describe lists every registered type and every parameter", "[cli
   CHECK(j[0]["type"] == "Simulation");
   for (const char* t : {"Card", "Core", "Ring", "Lpddr5", "PcieLink"}) CHECK(types.count(t) == 1);
   // Every parameter a config can set is listed: sim.quantum, and the core count (a key's count:).
-  REQUIRE(find_param(j[0], "sim.quantum"));
+  REQUIRE(find_param(j[0], "quantum"));  // relative to example_path "sim", as every type's
+  CHECK(j[0]["example_path"] == "sim");
   const json* count = find_param(*find_type(j, "Card"), "core.count");
   REQUIRE(count);
   CHECK((*count)["value"] == "32");
@@ -584,7 +587,9 @@ TEST_CASE("cli: values that would hang a run or fill the host's memory are refus
   check_input_error(run({"describe", "-p", "card.memory.data_rate_mtps=-1"}),
                     "card.memory.data_rate_mtps: value -1 out of range [1, 1e+06]");
   check_input_error(run({"describe", "-p", "card.memory.row_size=0B"}),
-                    "card.memory.row_size: 0 B is not a positive multiple of interleave (256 B)");
+                    "card.memory.row_size (-p card.memory.row_size=0B) and interleave (" + config_path("spyre.yaml") + ":");
+  check_input_error(run({"describe", "-p", "card.memory.row_size=0B"}),
+                    "): a row (0 B) must be a positive multiple of the interleave (256 B)");
   check_input_error(run({"describe", "-p", "card.memory.bin=10ns"}),
                     "card.memory.bin: 10ns holds less than one 128 B stick's bus time on a channel (10ns at "
                     "data_rate_mtps 6400, less refresh's share): raise the bin or the data rate");
@@ -808,4 +813,25 @@ TEST_CASE("cli: --no-trace leaves trace.json out of --out, and goes only with --
   check_input_error(run({"probe", "pt", "--out", (t.dir / "p").string(), "--no-trace", "--trace", (t.dir / "x.json").string()}),
                     "--no-trace and --trace ask for opposite things");
   check_input_error(run({"describe", "--no-trace"}), "describe: option --no-trace does not apply");
+}
+
+TEST_CASE("cli: sim.seed, which nothing read, is refused with the seeds that act", "[cli]") {
+  check_input_error(run({"describe", "-p", "sim.seed=2"}),
+                    "-p sim.seed=2: sim.seed: nothing reads it; card.launch_seed seeds the cores' start times");
+  TempDir t;
+  const std::string f = t.write("s.yaml", "include: " + config_path("spyre.yaml") + "\nsim:\n  seed: 3\n");
+  check_input_error(run({"describe", "--config", f}), f + ":3:3: sim.seed: nothing reads it");
+}
+
+TEST_CASE("cli: --no-trace records no trace even where the config turns tracing on", "[cli]") {
+  TempDir t;
+  const std::string f = t.write("tr.yaml", "include: " + config_path("spyre.yaml") + "\ncard:\n  core:\n    trace: true\n");
+  const fs::path out = t.dir / "o";
+  const std::string b = (fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles" / "neg_2048x1024_c32").string();
+  REQUIRE(run({"run", b, "--no-data", "--config", f, "--out", out.string(), "--no-trace"}).code == 0);
+  CHECK(fs::exists(out / "stats.json"));
+  CHECK_FALSE(fs::exists(out / "trace.json"));
+  const fs::path out2 = t.dir / "o2";  // without it, the config's trace: true records the cores
+  REQUIRE(run({"run", b, "--no-data", "--config", f, "--out", out2.string()}).code == 0);
+  CHECK(fs::exists(out2 / "trace.json"));
 }

@@ -168,6 +168,34 @@ TEST_CASE("engine: a file included twice is applied once, where it is first incl
   }
 }
 
+TEST_CASE("engine: a file the config lists itself applies where listed, even if included before", "[engine][config]") {
+  // Listed by the user after a what-if that (through the card) already pulled it in, a preset is
+  // meant to win: applied again, with what it includes.
+  TempDir t;
+  t.write("base.yaml", "card:\n  memory:\n    banks: 16\n");
+  t.write("preset.yaml", "include: base.yaml\ncard:\n  memory:\n    t_rl: 18ns\n");
+  t.write("card.yaml", "include: preset.yaml\n");
+  t.write("whatif.yaml", "include: card.yaml\ncard:\n  memory:\n    t_rl: 16ns\n    banks: 8\n");
+  const ConfigNode back = load_config_file(t.write("back.yaml", "include: [whatif.yaml, preset.yaml]\n"));
+  CHECK(at(back, {"card", "memory", "t_rl"}).text() == "18ns");
+  CHECK(at(back, {"card", "memory", "banks"}).text() == "16");  // base.yaml, under the preset, again
+}
+
+TEST_CASE("engine: a parameter's long form replaces the one it overrides whole", "[engine][config]") {
+  // Merged key by key, a later {value: 16ns} kept the earlier file's source, and describe cited it.
+  ConfigNode root = parse_config_text("t_rl: {value: 18ns, provenance: estimate, source: LPDDR5}\nx: {a: 1, b: 2}\n", "a.yaml");
+  root.merge_from(parse_config_text("t_rl: {value: 16ns, provenance: estimate}\nx: {b: 3}\n", "b.yaml"));
+  CHECK(at(root, {"t_rl", "value"}).text() == "16ns");
+  CHECK(root.find("t_rl")->find("source") == nullptr);
+  CHECK(at(root, {"x", "a"}).text() == "1");  // a plain map still merges key by key
+  CHECK(at(root, {"x", "b"}).text() == "3");
+  // A scalar over a long form and a long form over a scalar replace too.
+  root.merge_from(parse_config_text("t_rl: 14ns\n", "c.yaml"));
+  CHECK(root.find("t_rl")->is_scalar());
+  root.merge_from(parse_config_text("t_rl: {value: 12ns}\n", "d.yaml"));
+  CHECK(at(root, {"t_rl", "value"}).text() == "12ns");
+}
+
 TEST_CASE("engine: include errors: missing file, cycle, wrong type", "[engine][config]") {
   TempDir t;
   const std::string miss = t.write("miss.yaml", "sim: {}\ninclude: [ok.yaml, nothere.yaml]\n");

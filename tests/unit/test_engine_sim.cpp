@@ -382,7 +382,7 @@ TEST_CASE("engine: a bad unit through the builder", "[engine][configerr]") {
 TEST_CASE("engine: sim.quantum in cycles is rejected (the simulation has no clock)", "[engine][configerr]") {
   TempDir t;
   const std::string f = t.write("bad.yaml", "sim:\n  quantum: 100cycles\n");
-  CHECK(contains(build_error(f), f + ":2:12: config.sim.quantum: expected a time in ps, ns, us, ms or s"));
+  CHECK(contains(build_error(f), f + ":2:12: sim.quantum: expected a time in ps, ns, us, ms or s"));
 }
 
 TEST_CASE("engine: a misspelt -p override key fails naming the override and the right name", "[engine][configerr]") {
