@@ -140,16 +140,7 @@ void ParamReader::refuse_pair(std::string_view a, std::string_view b, const std:
 }
 
 void ParamReader::refuse(std::string_view key, const std::string& why) const {
-  const ConfigNode* at = m_node;
-  size_t start = 0;
-  while (at && start <= key.size()) {
-    size_t end = key.find('.', start);
-    if (end == std::string_view::npos) end = key.size();
-    at = at->is_map() ? at->find(key.substr(start, end - start)) : nullptr;
-    start = end + 1;
-  }
-  if (at && at->is_map())  // the long form {value: ..., provenance: ...}: where the value stands
-    if (const ConfigNode* v = at->find("value")) at = v;
+  const ConfigNode* at = node_of(m_node, key);
   const std::string what = config_path() + "." + std::string(key) + ": " + why;
   if (at) throw ConfigError(at->loc(), what);
   throw InputError(what);
