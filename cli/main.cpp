@@ -345,9 +345,7 @@ int cmd_describe(const Args& a) {
   for (const auto& [name, comp] : entries) {
     nlohmann::json params = nlohmann::json::array();
     for (const auto& s : comp ? comp->params().all_specs() : sim.sim_params()) {
-      // Named relative to example_path as every type's are: "quantum" under "sim".
-      const std::string pname = comp || s.path.rfind("sim.", 0) != 0 ? s.path : s.path.substr(4);
-      nlohmann::json p{{"name", pname},
+      nlohmann::json p{{"name", s.path},
                        {"kind", param_kind_name(s.kind)},
                        {"default", s.default_text},
                        {"provenance", provenance_name(s.provenance)},

@@ -14,6 +14,9 @@ namespace {
 DebugFlag g_dbg("lpddr5", "every LPDDR5 request with its channel timing");
 }
 
+// The source a device timing's default cites (the controller's and model's settings cite theirs).
+constexpr const char* kJedecTiming = "LPDDR5 JEDEC-class timing (preset)";
+
 Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
     : Component(name, ctx),
       port("port"),
@@ -44,14 +47,12 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
                               {"bytes mapped to one channel before the next channel takes over", Provenance::Estimate});
   // `source`: the device's timings are JEDEC-class; the controller's and the model's own settings
   // name theirs.
-  auto ns = [&](const char* key, const char* def, const char* desc,
-                const char* source = "LPDDR5 JEDEC-class timing (preset)") {
+  auto ns = [&](const char* key, const char* def, const char* desc, const char* source = kJedecTiming) {
     return p.get_time(key, def, {desc, Provenance::Estimate, source}).to_ps(data_rate * 1e6 / 8);
   };
   // A device timing (tens of ns on LPDDR5) past 10 us is a unit typed wrong: every request would
   // take that long, and a kernel's transfers would reach past what the calendars hold.
-  auto dram_ns = [&](const char* key, const char* def, const char* desc,
-                     const char* source = "LPDDR5 JEDEC-class timing (preset)") {
+  auto dram_ns = [&](const char* key, const char* def, const char* desc, const char* source = kJedecTiming) {
     const double v = ns(key, def, desc, source);
     if (v > 1e7)
       params().refuse(key, format_time_ps(v) + " is past 10us, the longest device timing this model takes");

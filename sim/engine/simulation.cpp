@@ -33,11 +33,7 @@ Simulation::Simulation(ConfigNode config, bool trace_all, bool trace_none)
        Provenance::Override});
   if (quantum.in_cycles) {
     // There is no simulation-wide clock to count cycles of.
-    const ConfigNode* q = simp.node() ? simp.node()->find("quantum") : nullptr;
-    if (q && q->is_map() && q->find("value")) q = q->find("value");
-    throw ConfigError(q ? q->loc() : SourceLoc{"sim.quantum"},
-                      "sim.quantum: expected a time in ps, ns, us, ms or s, not in cycles "
-                      "(the simulation has no clock of its own)");
+    simp.refuse("quantum", "expected a time in ps, ns, us, ms or s, not in cycles (the simulation has no clock of its own)");
   }
   m_quantum_ps = quantum.value;
   // sim.seed was read and used by nothing (a sweep over it changed nothing): refused by name, with
@@ -46,7 +42,11 @@ Simulation::Simulation(ConfigNode config, bool trace_all, bool trace_none)
     throw ConfigError(s->key_loc(), "sim.seed: nothing reads it; card.launch_seed seeds the cores' start times and "
                                     "each DMA operation's setup jitter, and vspyre run --seed the input data");
   top.check_unknown_keys();
-  m_sim_params = simp.all_specs();  // paths "sim.quantum": the group's prefix
+  // Named relative to `sim`, as describe names every type's parameters relative to its path.
+  for (ParamSpec s : simp.all_specs()) {
+    s.path.erase(0, std::string_view("sim.").size());
+    m_sim_params.push_back(std::move(s));
+  }
 
   const ConfigNode* card = m_config.find("card");
   if (card && !card->is_map() && !card->is_null())

@@ -40,7 +40,7 @@ class Simulation {
   const ConfigNode& config() const { return m_config; }
   // Simulation-wide knobs under `sim:`.
   double quantum_ps() const { return m_quantum_ps; }
-  // The `sim:` parameters as read (paths "sim.quantum"), for `describe`.
+  // The `sim:` parameters as read, named relative to `sim` ("quantum"), for `describe`.
   const std::vector<ParamSpec>& sim_params() const { return m_sim_params; }
 
   // Whether the component at `path` records trace events: --trace, or `trace: true` in its config.
