@@ -198,11 +198,18 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
     if (tracing()) ch.track = trace()->track("memory", "channel_" + std::to_string(c));
   }
   if (tracing()) m_flow_track = trace()->track("memory", "streams");
-  m_flow = std::make_unique<BinCalendar>(m_t.bin, static_cast<double>(m_t.channels), m_min_free, [this](int64_t k) {
-    double cap = 0;
-    for (const Channel& ch : m_channels) cap += bin_capacity(ch, k);
-    return cap;
-  });
+  // With refresh spread every bin holds the same bus time: summed once (in the same order, so the
+  // same double), not for every new bin.
+  double spread_cap = 0;
+  if (m_t.refresh_spread)
+    for (const Channel& ch : m_channels) spread_cap += bin_capacity(ch, 0);
+  m_flow = std::make_unique<BinCalendar>(m_t.bin, static_cast<double>(m_t.channels), m_min_free,
+                                         [this, spread_cap](int64_t k) {
+                                           if (m_t.refresh_spread) return spread_cap;
+                                           double cap = 0;
+                                           for (const Channel& ch : m_channels) cap += bin_capacity(ch, k);
+                                           return cap;
+                                         });
   const auto ports = p.get_int(
       "ports", 2,
       {"ports through which the cores reach device memory, each serving a contiguous group of cores (0: none). "
