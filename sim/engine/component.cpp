@@ -103,11 +103,10 @@ std::vector<Component*> Component::build_many(std::string_view key, std::string_
   if (node && node->is_map()) {
     if (const ConfigNode* c = node->find("count")) {
       // The long form {value: 32, provenance: ..., source: ...} is allowed here as for parameters.
-      if (c->is_map() && c->find("value")) {
-        if (const ConfigNode* p = c->find("provenance"); p && p->is_scalar()) info.provenance = p->text();
-        if (const ConfigNode* s = c->find("source"); s && s->is_scalar()) info.source = s->text();
-        c = c->find("value");
-      }
+      LongForm lf = read_long_form(*c, m_params->config_path() + "." + std::string(key) + ".count");
+      if (lf.provenance) info.provenance = std::string(provenance_name(*lf.provenance));
+      info.source = std::move(lf.source);
+      c = lf.value;
       char* end = nullptr;
       const long long v = c->is_scalar() ? std::strtoll(c->text().c_str(), &end, 10) : -1;
       if (!c->is_scalar() || c->text().empty() || *end != '\0' || v < 1 || v > 4096)

@@ -129,6 +129,29 @@ const ConfigNode* node_of(const ConfigNode* node, std::string_view key) {
 }
 }  // namespace
 
+LongForm read_long_form(const ConfigNode& node, const std::string& path) {
+  LongForm out;
+  out.value = &node;
+  if (!node.is_map()) return out;
+  out.value = node.find("value");
+  if (!out.value) throw ConfigError(node.loc(), path + ": a parameter given as a map needs a 'value' key");
+  for (const auto& [k, sub] : node.entries()) {
+    if (k == "value") continue;
+    if (k == "provenance") {
+      out.provenance = sub.is_scalar() ? provenance_from_name(sub.text()) : std::nullopt;
+      if (!out.provenance)
+        throw ConfigError(sub.loc(), path + ".provenance: expected one of datasheet, measured, derived, estimate, override");
+    } else if (k == "source") {
+      out.source = sub.text();
+    } else {
+      std::string msg = "unknown key '" + k + "' in a parameter (expected value, provenance, source)";
+      if (auto s = did_you_mean(k, {"value", "provenance", "source"})) msg += "; did you mean '" + *s + "'?";
+      throw ConfigError(sub.key_loc(), path + ": " + msg);
+    }
+  }
+  return out;
+}
+
 std::string ParamReader::given_at(std::string_view key) const {
   const ConfigNode* at = node_of(m_node, key);
   return at ? at->loc().str() : "default";
@@ -160,28 +183,11 @@ const ConfigNode* ParamReader::lookup(std::string_view key, ParamKind kind, std:
   spec.choices = std::move(choices);
   const ConfigNode* value = m_node ? m_node->find(key) : nullptr;
   if (value && value->is_null()) fail(*value, key, "no value given (expected " + a_kind(kind) + ")");
-  if (value && value->is_map()) {
-    // Long form: {value: 2MiB, provenance: datasheet, source: "..."}.
-    const ConfigNode* v = value->find("value");
-    if (!v) fail(*value, key, "a parameter given as a map needs a 'value' key");
-    for (const auto& [k, sub] : value->entries()) {
-      if (k == "value") continue;
-      if (k == "provenance") {
-        auto p = sub.is_scalar() ? provenance_from_name(sub.text()) : std::nullopt;
-        if (!p)
-          throw ConfigError(sub.loc(), config_path() + "." + std::string(key) +
-                                           ".provenance: expected one of datasheet, measured, "
-                                           "derived, estimate, override");
-        spec.value_provenance = p;
-      } else if (k == "source") {
-        spec.value_source = sub.text();
-      } else {
-        std::string msg = "unknown key '" + k + "' in a parameter (expected value, provenance, source)";
-        if (auto s = did_you_mean(k, {"value", "provenance", "source"})) msg += "; did you mean '" + *s + "'?";
-        throw ConfigError(sub.key_loc(), config_path() + "." + std::string(key) + ": " + msg);
-      }
-    }
-    value = v;
+  if (value) {
+    LongForm lf = read_long_form(*value, config_path() + "." + std::string(key));
+    spec.value_provenance = lf.provenance;
+    spec.value_source = std::move(lf.source);
+    value = lf.value;
   }
   if (value && !value->is_scalar())
     fail(*value, key, "expected " + a_kind(kind) + ", found " + value->kind_name());

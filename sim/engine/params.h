@@ -22,6 +22,16 @@ enum class Provenance { Datasheet, Measured, Derived, Estimate, Override };
 std::string_view provenance_name(Provenance p);
 std::optional<Provenance> provenance_from_name(std::string_view s);
 
+// A value given in the long form {value: 2MiB, provenance: datasheet, source: "..."}: its keys
+// checked (an unknown one is an error with a did-you-mean) and the node holding the value. A node
+// that is not a map is its own value. `path` is the key as the config spells it, for errors.
+struct LongForm {
+  const ConfigNode* value = nullptr;
+  std::optional<Provenance> provenance;
+  std::string source;
+};
+LongForm read_long_form(const ConfigNode& node, const std::string& path);
+
 enum class ParamKind { Int, Real, Bool, String, Choice, Size, Frequency, Time, Bandwidth };
 std::string_view param_kind_name(ParamKind k);
 

@@ -48,7 +48,7 @@ const ConfigNode& at(const ConfigNode& root, const std::vector<std::string>& pat
 TEST_CASE("engine: config parse keeps file, line and column of every value", "[engine][config]") {
   const ConfigNode root = parse_config_text(
       "sim:\n"
-      "  seed: 7\n"
+      "  quantum: 1us\n"
       "card:\n"
       "  core:\n"
       "    count: 4\n"
@@ -57,11 +57,11 @@ TEST_CASE("engine: config parse keeps file, line and column of every value", "[e
       "  empty:\n",
       "t.yaml");
   REQUIRE(root.is_map());
-  const ConfigNode& seed = at(root, {"sim", "seed"});
-  CHECK(seed.is_scalar());
-  CHECK(seed.text() == "7");
-  CHECK(seed.loc().str() == "t.yaml:2:9");
-  CHECK(seed.key_loc().str() == "t.yaml:2:3");
+  const ConfigNode& quantum = at(root, {"sim", "quantum"});
+  CHECK(quantum.is_scalar());
+  CHECK(quantum.text() == "1us");
+  CHECK(quantum.loc().str() == "t.yaml:2:12");
+  CHECK(quantum.key_loc().str() == "t.yaml:2:3");
   const ConfigNode& size = at(root, {"card", "core", "lx", "size"});
   CHECK(size.text() == "2MiB");
   CHECK(size.loc().file == "t.yaml");
@@ -85,7 +85,7 @@ TEST_CASE("engine: config parse keeps file, line and column of every value", "[e
   CHECK(root.find("nope") == nullptr);
   CHECK(at(root, {"card"}).kind_name() == "a map");
   CHECK(list.kind_name() == "a list");
-  CHECK(seed.kind_name() == "a value");
+  CHECK(quantum.kind_name() == "a value");
   CHECK(empty.kind_name() == "nothing");
 }
 
@@ -130,13 +130,13 @@ TEST_CASE("engine: include paths are relative to the including file and merge in
           "card:\n  memory:\n    t_rcd: 18ns\n    banks: 16\n  ring: {width: 128B}\n");
   // Nested include: resolved relative to presets/, not to the top file or the cwd.
   t.write("presets/fast.yaml", "include: mem.yaml\ncard:\n  memory:\n    t_rcd: 15ns\n");
-  t.write("base.yaml", "include: [presets/mem.yaml]\nsim:\n  seed: 3\ncard:\n  core: {count: 32}\n");
+  t.write("base.yaml", "include: [presets/mem.yaml]\nsim:\n  quantum: 3us\ncard:\n  core: {count: 32}\n");
   const std::string top = t.write("whatif/top.yaml",
                                   "include: [../base.yaml, ../presets/fast.yaml]\n"
                                   "card:\n  core:\n    count: 64\n");
   const ConfigNode root = load_config_file(top);
   CHECK(root.find("include") == nullptr);
-  CHECK(at(root, {"sim", "seed"}).text() == "3");
+  CHECK(at(root, {"sim", "quantum"}).text() == "3us");
   CHECK(at(root, {"card", "core", "count"}).text() == "64");  // the including file wins
   CHECK(at(root, {"card", "memory", "t_rcd"}).text() == "15ns");  // later include wins
   CHECK(at(root, {"card", "memory", "banks"}).text() == "16");  // deep merge keeps the rest
@@ -199,7 +199,7 @@ TEST_CASE("engine: a parameter's long form replaces the one it overrides whole",
 TEST_CASE("engine: include errors: missing file, cycle, wrong type", "[engine][config]") {
   TempDir t;
   const std::string miss = t.write("miss.yaml", "sim: {}\ninclude: [ok.yaml, nothere.yaml]\n");
-  t.write("ok.yaml", "sim: {seed: 2}\n");
+  t.write("ok.yaml", "sim: {quantum: 2us}\n");
   const std::string m = error_of([&] { load_config_file(miss); });
   CHECK(contains(m, miss + ":2:20: included file 'nothere.yaml' not found"));
 
@@ -210,11 +210,11 @@ TEST_CASE("engine: include errors: missing file, cycle, wrong type", "[engine][c
   const std::string cyc = error_of([&] { load_config_file((t.dir / "a.yaml").string()); });
   CHECK(contains(cyc, "b.yaml:2:11: include cycle"));
   // A diamond (two files including the same third) is not a cycle.
-  t.write("d.yaml", "sim: {seed: 5}\n");
+  t.write("d.yaml", "sim: {quantum: 5us}\n");
   t.write("l.yaml", "include: d.yaml\n");
   t.write("r.yaml", "include: d.yaml\n");
   const ConfigNode diamond = load_config_file(t.write("top.yaml", "include: [l.yaml, r.yaml]\n"));
-  CHECK(at(diamond, {"sim", "seed"}).text() == "5");
+  CHECK(at(diamond, {"sim", "quantum"}).text() == "5us");
 
   const std::string map = t.write("map.yaml", "include: {a: b}\n");
   CHECK(error_of([&] { load_config_file(map); }) ==

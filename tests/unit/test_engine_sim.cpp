@@ -354,6 +354,20 @@ TEST_CASE("engine: count: in long form must be an integer too", "[engine][config
   CHECK(build_error(f) == f + ":3:20: card.core.count: expected an integer from 1 to 4096, found 'many'");
 }
 
+TEST_CASE("engine: count: in long form has its keys checked as a parameter's", "[engine][configerr]") {
+  // The long form is read by the same code as a parameter's: a misspelt key, a bad provenance or
+  // a missing value is an error, not silently ignored.
+  TempDir t;
+  const std::string a = t.write("a.yaml", "card:\n  core:\n    count: {value: 4, provnance: datasheet}\n");
+  CHECK(build_error(a) == a + ":3:23: card.core.count: unknown key 'provnance' in a parameter (expected value, "
+                             "provenance, source); did you mean 'provenance'?");
+  const std::string b = t.write("b.yaml", "card:\n  core:\n    count: {value: 4, provenance: guess}\n");
+  CHECK(build_error(b) == b + ":3:35: card.core.count.provenance: expected one of datasheet, measured, derived, "
+                             "estimate, override");
+  const std::string c = t.write("c.yaml", "card:\n  core:\n    count: {provenance: datasheet}\n");
+  CHECK(build_error(c) == c + ":3:12: card.core.count: a parameter given as a map needs a 'value' key");
+}
+
 TEST_CASE("engine: count: on a component that is not repeatable is rejected", "[engine][configerr]") {
   TempDir t;
   const std::string f = t.write("bad.yaml", "card:\n  ring:\n    count: 2\n");
