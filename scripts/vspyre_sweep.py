@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """vspyre sweep: run a what-if sweep of card configurations over kernel bundles and probes.
 
-    vspyre sweep SWEEP.yaml [--jobs N] [--out DIR] [--scheduler tcp://HOST:PORT]
+    vspyre sweep SWEEP.yaml [--jobs N] [--out DIR] [--seeds N[,N...]] [--scheduler tcp://HOST:PORT]
     python3 scripts/vspyre_sweep.py SWEEP.yaml [...] [--vspyre PATH/TO/vspyre]
 
 A sweep file names a base card config, axes over config keys (lists, ranges, log ranges;
@@ -12,6 +12,9 @@ at once under OUT/points/<key>/ (key = sha256 of the resolved config inputs and 
 rerun skips what is done and an interrupted sweep loses nothing that finished. At the end
 OUT/results.csv (and results.parquet when pyarrow is installed) hold one row per point and plan,
 every stat a column, and OUT/plots/ a PNG per plan and axis (a heatmap when there are two axes).
+With `seeds:` each pair runs once per card.launch_seed: results.csv then holds the mean over the
+seeds with the headline's min, max and spread (the plots draw the range as error bars), and
+results_by_seed.csv one row per seed.
 
 The simulation stays in C++; this script only orchestrates. Standard library + PyYAML;
 dask.distributed for --scheduler, matplotlib for plots, pyarrow for Parquet (all optional at
@@ -39,13 +42,19 @@ import yaml
 
 PROBES = ("memory", "ring", "pcie", "pt")
 SWEEP_KEYS = {"name", "description", "base", "set", "axes", "combine", "zip", "plans", "outputs",
-              "timeout", "jobs"}
+              "timeout", "jobs", "seeds"}
+SEED_KEY = "card.launch_seed"
+SEED_MAX = 2**63 - 1
 OUTPUT_KINDS = {"csv", "parquet", "plots"}
 # Headline number per plan kind: the y axis of the plots and the `kernel_time_us` column.
 HEADLINE = {"run": "run.kernel_time_us", "probe:pt": "probe.time_us",
             "probe:memory": "probe.copy_GBps", "probe:ring": "probe.all_to_all_GBps",
             "probe:pcie": "probe.h2d_GBps"}
 FIXED_COLUMNS = ["point", "plan", "status", "error", "kernel_time_us", "elapsed_s", "key"]
+# With seeds: results.csv's columns after the fixed ones (the headline's range over the seeds),
+# and results_by_seed.csv's.
+SEED_COLUMNS = ["kernel_time_us_min", "kernel_time_us_max", "kernel_time_us_spread_percent",
+                "seeds", "seeds_ok"]
 
 
 class SweepError(Exception):
@@ -387,6 +396,10 @@ def load_sweep(path, vspyre):
     keys = known_keys(vspyre, base)
     check_keys(axes, keys, "axis")
     check_keys(fixed, keys, "set")
+    seeds = parse_seeds(spec.get("seeds"), f"{path}: seeds")
+    if seeds and (SEED_KEY in axes or SEED_KEY in fixed):
+        raise SweepError(f"{path}: seeds sets {SEED_KEY} for every point, and "
+                         f"{'axes' if SEED_KEY in axes else 'set'} names it too: keep one")
     points = expand_points(axes, spec.get("combine", "cross"), spec.get("zip"))
 
     plans_spec = spec.get("plans")
@@ -429,7 +442,30 @@ def load_sweep(path, vspyre):
     return {"path": path, "name": spec.get("name") or path.stem, "base": base, "axes": axes,
             "set": fixed, "points": points, "plans": plans, "outputs": outputs,
             "metric": metric, "timeout": float(spec.get("timeout", 900)),
-            "jobs": spec.get("jobs")}
+            "jobs": spec.get("jobs"), "seeds": seeds}
+
+
+def parse_seeds(spec, where):
+    """`seeds: N` (the seeds 1 .. N) or `seeds: [a, b, ...]` -> a list of card.launch_seed values,
+    or None when absent."""
+    if spec is None:
+        return None
+    if isinstance(spec, bool) or not isinstance(spec, (int, list)):
+        raise SweepError(f"{where}: expected a count (seeds 1 .. N) or a list of card.launch_seed "
+                         f"values, got {spec!r}")
+    if isinstance(spec, int):
+        if not 1 <= spec <= 1000:
+            raise SweepError(f"{where}: a count of seeds must be from 1 to 1000, got {spec}")
+        return list(range(1, spec + 1))
+    if not spec:
+        raise SweepError(f"{where}: the list is empty")
+    for v in spec:
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= SEED_MAX:
+            raise SweepError(f"{where}: {v!r} is not a card.launch_seed (an integer from 0 to 2^63-1)")
+    dup = sorted({v for v in spec if spec.count(v) > 1})
+    if dup:
+        raise SweepError(f"{where}: seed(s) listed more than once: {dup}")
+    return list(spec)
 
 
 def default_config_dir():
@@ -454,13 +490,19 @@ def make_tasks(sw, vspyre, keep_traces=False):
     plan_ids = {pl["name"]: plan_identity(pl) for pl in sw["plans"]}
     tasks = []
     for i, point in enumerate(sw["points"]):
-        overrides = dict(sw["set"])
-        overrides.update(point)
+        base_overrides = dict(sw["set"])
+        base_overrides.update(point)
         for pl in sw["plans"]:
-            key = point_key(texts, overrides, plan_ids[pl["name"]])
-            tasks.append({"index": i, "axes": point, "plan": pl, "overrides": overrides,
-                          "config": str(sw["base"]), "vspyre": vspyre, "key": key,
-                          "timeout": sw["timeout"], "keep_traces": keep_traces})
+            # Without seeds a pair runs once on the config's own seed (and keeps the key it had
+            # before seeds existed, so an earlier sweep's results still count).
+            for seed in sw.get("seeds") or [None]:
+                overrides = dict(base_overrides)
+                if seed is not None:
+                    overrides[SEED_KEY] = seed
+                key = point_key(texts, overrides, plan_ids[pl["name"]])
+                tasks.append({"index": i, "axes": point, "plan": pl, "overrides": overrides,
+                              "config": str(sw["base"]), "vspyre": vspyre, "key": key, "seed": seed,
+                              "timeout": sw["timeout"], "keep_traces": keep_traces})
     return tasks
 
 
@@ -551,6 +593,8 @@ def make_row(task, res):
            "error": res["error"], "kernel_time_us": None, "elapsed_s": res.get("elapsed_s"),
            "key": task["key"][:16]}
     row.update(task["axes"])
+    if task.get("seed") is not None:
+        row["seed"] = task["seed"]
     stats = res.get("stats") or {}
     flat = {}
     for top, v in stats.items():
@@ -603,11 +647,17 @@ def load_done(outdir, task):
     row = meta["row"]
     row["point"] = task["index"]  # the same config may sit at another index in an edited sweep
     row.update(task["axes"])
+    if task.get("seed") is not None:
+        row["seed"] = task["seed"]
     return row
 
 
 # ----------------------------------------------------------------------------------------------
 # Progress
+
+
+def _seed_of(row):
+    return f" seed {row['seed']}" if row.get("seed") is not None else ""
 
 
 class Progress:
@@ -643,7 +693,7 @@ class Progress:
             return
         if self.tty:
             if row["status"] != "ok":
-                self._line(f"point {row['point']} {row['plan']}: failed: {row['error']}")
+                self._line(f"point {row['point']}{_seed_of(row)} {row['plan']}: failed: {row['error']}")
             n = 30
             fill = int(n * self.done / max(self.total, 1))
             self.stream.write(
@@ -653,7 +703,7 @@ class Progress:
             self.stream.flush()
         else:
             what = "ok" if row["status"] == "ok" else f"failed: {row['error']}"
-            self._line(f"[{self.done}/{self.total}] point {row['point']} {row['plan']} "
+            self._line(f"[{self.done}/{self.total}] point {row['point']}{_seed_of(row)} {row['plan']} "
                        f"{what} ({row.get('elapsed_s')}s), ETA {self.eta()}")
 
     def close(self):
@@ -732,8 +782,8 @@ def run_dask(todo, address, on_done):
 # Outputs
 
 
-def ordered_columns(rows, axes):
-    cols = list(FIXED_COLUMNS) + [a for a in axes if a not in FIXED_COLUMNS]
+def ordered_columns(rows, axes, extra=()):
+    cols = list(FIXED_COLUMNS) + list(extra) + [a for a in axes if a not in FIXED_COLUMNS]
     seen = set(cols)
     rest = []
     for r in rows:
@@ -822,12 +872,15 @@ def write_plots(outdir, rows, sw):
         for ax in axes:
             others = [a for a in axes if a != ax]
             xs = sw["axes"][ax]
-            series = {}
+            series, ranges = {}, {}
             for r in prow:
                 label = ", ".join(f"{o.split('.')[-1] if o.count('.') else o}={r[o]}"
                                   for o in others)
                 series.setdefault(label, {})[str(r[ax])] = _num(r.get(metric)) \
                     if r["status"] == "ok" else None
+                if r["status"] == "ok" and _num(r.get(f"{metric}_min")) is not None:
+                    ranges.setdefault(label, {})[str(r[ax])] = (_num(r[f"{metric}_min"]),
+                                                                 _num(r[f"{metric}_max"]))
             fig, a = plt.subplots(figsize=(6.4, 4.2))
             pos = list(range(len(xs)))
             shown = list(series.items())
@@ -840,10 +893,16 @@ def write_plots(outdir, rows, sw):
             for label, s in shown:
                 ys = [s.get(str(x)) for x in xs]
                 ys = [float("nan") if y is None else y for y in ys]
-                a.plot(pos, ys, marker="o", label=label or None)
+                rg = ranges.get(label)
+                if rg:  # seeds: the range over them as error bars around the mean
+                    lo = [y - rg[str(x)][0] if str(x) in rg else 0 for x, y in zip(xs, ys)]
+                    hi = [rg[str(x)][1] - y if str(x) in rg else 0 for x, y in zip(xs, ys)]
+                    a.errorbar(pos, ys, yerr=[lo, hi], marker="o", capsize=3, label=label or None)
+                else:
+                    a.plot(pos, ys, marker="o", label=label or None)
             a.set_xticks(pos, [str(x) for x in xs])
             a.set_xlabel(ax)
-            a.set_ylabel(metric)
+            a.set_ylabel(metric + (f" (mean, range over {len(sw['seeds'])} seeds)" if sw.get("seeds") else ""))
             a.set_title(f"{plan}: {metric} against {ax}", fontsize=10)
             a.grid(True, alpha=0.3)
             if len(shown) > 1 or (shown and shown[0][0]):
@@ -887,10 +946,61 @@ def write_plots(outdir, rows, sw):
     return made
 
 
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def aggregate_seeds(task0, runs, axes, metrics):
+    """One row for a (point, plan) from its runs over the seeds, [(seed, row or None if it has not
+    run)] in the sweep's seed order: every numeric stat the mean over the seeds that ran, the
+    other columns the first such seed's; `metrics` (the headline numbers) also get _min, _max and
+    _spread_percent ((max - min) / mean). A pair whose seeds did not all run is failed, with each
+    failing seed's error."""
+    done = [r for _, r in runs if r is not None]
+    ok = [r for r in done if r["status"] == "ok"]
+    row = {"point": task0["index"], "plan": task0["plan"]["name"], "key": task0["key"][:16],
+           "elapsed_s": round(sum(_num(r.get("elapsed_s")) or 0 for r in done), 3),
+           "seeds": len(runs), "seeds_ok": len(ok)}
+    row.update(task0["axes"])
+    errors = [f"seed {sd}: " + (r["error"] if r is not None else "not run (the sweep was interrupted)")
+              for sd, r in runs if r is None or r["status"] != "ok"]
+    row["status"] = "failed" if errors else "ok"
+    row["error"] = "; ".join(errors)
+    skip = set(row) | {"seed"}
+    names = []
+    for r in ok:
+        names += [k for k in r if k not in skip and k not in names]
+    for k in names:
+        vals = [r.get(k) for r in ok]
+        if vals and all(_is_number(v) for v in vals):
+            row[k] = sum(float(v) for v in vals) / len(vals)
+            if k in metrics:
+                lo, hi = min(vals), max(vals)
+                row[f"{k}_min"], row[f"{k}_max"] = lo, hi
+                mean = row[k]
+                row[f"{k}_spread_percent"] = round((hi - lo) / mean * 100, 4) if mean else 0.0
+        else:
+            row[k] = vals[0] if vals else None
+    row.setdefault("kernel_time_us", None)
+    return row
+
+
 def write_outputs(outdir, sw, rows_by_key, tasks):
     rows = [rows_by_key[t["key"]] for t in tasks if t["key"] in rows_by_key]
-    cols = ordered_columns(rows, sw["axes"])
     out = {"csv": Path(outdir) / "results.csv"}
+    extra = ()
+    if sw.get("seeds"):
+        by_seed = Path(outdir) / "results_by_seed.csv"
+        write_csv(by_seed, rows, ordered_columns(rows, sw["axes"], ["seed"]))
+        out["by_seed"] = by_seed
+        metrics = {"kernel_time_us", *HEADLINE.values()} | ({sw["metric"]} if sw["metric"] else set())
+        groups = {}
+        for t in tasks:
+            groups.setdefault((t["index"], t["plan"]["name"]), []).append(t)
+        rows = [aggregate_seeds(g[0], [(t["seed"], rows_by_key.get(t["key"])) for t in g], sw["axes"], metrics)
+                for g in groups.values() if any(t["key"] in rows_by_key for t in g)]
+        extra = SEED_COLUMNS
+    cols = ordered_columns(rows, sw["axes"], extra)
     write_csv(out["csv"], rows, cols)
     if "parquet" in sw["outputs"] and write_parquet(Path(outdir) / "results.parquet", rows, cols):
         out["parquet"] = Path(outdir) / "results.parquet"
@@ -926,13 +1036,18 @@ def check_scheduler(address):
 
 
 def run_sweep(sweep_file, vspyre=None, out=None, jobs=None, scheduler=None, retry_failed=False,
-              keep_traces=False, plots=True, quiet=False, list_only=False):
+              keep_traces=False, plots=True, quiet=False, list_only=False, seeds=None):
     if scheduler:
         check_scheduler(scheduler)
     vspyre = vspyre or find_vspyre()
     if not (os.path.isfile(vspyre) or shutil.which(vspyre)):
         raise SweepError(f"vspyre binary {vspyre} does not exist")
     sw = load_sweep(sweep_file, vspyre)
+    if seeds is not None:  # --seeds: replaces the file's
+        sw["seeds"] = parse_seeds(seeds, "--seeds")
+        if SEED_KEY in sw["axes"] or SEED_KEY in sw["set"]:
+            raise SweepError(f"--seeds sets {SEED_KEY} for every point, and the sweep file's "
+                             f"{'axes' if SEED_KEY in sw['axes'] else 'set'} names it too: keep one")
     if not plots:
         sw["outputs"].discard("plots")
     tasks = make_tasks(sw, vspyre, keep_traces)
@@ -982,12 +1097,14 @@ def run_sweep(sweep_file, vspyre=None, out=None, jobs=None, scheduler=None, retr
     if not quiet:
         where = ", ".join(str(v) for k, v in outputs.items() if k != "plots")
         nplots = len(outputs.get("plots") or [])
-        ran = len(rows_list) - prog.skipped
+        ran = sum(1 for t in tasks if t["key"] in rows) - prog.skipped
         todo_keys = {t["key"] for t in todo}
         kept_failed = sum(1 for t in tasks if t["key"] in rows and rows[t["key"]]["status"] != "ok"
                           and t["key"] not in todo_keys)
+        runs = f" ({len(tasks)} runs: {len(sw['seeds'])} seeds a row)" if sw.get("seeds") else ""
+        nrows = len(tasks) // len(sw["seeds"]) if sw.get("seeds") else len(tasks)
         sys.stderr.write(
-            f"vspyre sweep: {len(rows_list)} of {len(tasks)} rows, {len(rows_list) - failed} ok and {failed} failed; "
+            f"vspyre sweep: {len(rows_list)} of {nrows} rows{runs}, {len(rows_list) - failed} ok and {failed} failed; "
             f"{ran} run now, {prog.skipped} kept from an earlier run"
             + (f" ({kept_failed} of them failed: --retry-failed runs them again)" if kept_failed else "")
             + f", in {time.time() - prog.t0:.1f}s; "
@@ -1017,16 +1134,25 @@ def main(argv=None):
     ap.add_argument("--vspyre", help="the vspyre binary (default: $VSPYRE_BIN, PATH, build/*)")
     ap.add_argument("--retry-failed", action="store_true", help="rerun points that failed before")
     ap.add_argument("--keep-traces", action="store_true", help="keep each point's trace.json")
+    ap.add_argument("--seeds", metavar="N[,N...]",
+                    help="run every point once per card.launch_seed value listed (replaces the sweep file's "
+                         "seeds:); results.csv holds the mean and the headline's range over them")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     ap.add_argument("--list", action="store_true", help="print the points and exit")
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     a = ap.parse_args(argv)
     if a.jobs is not None and a.jobs < 1:
         ap.error("--jobs must be at least 1")
+    seeds = None
+    if a.seeds is not None:
+        try:
+            seeds = [int(x) for x in a.seeds.split(",")]
+        except ValueError:
+            ap.error(f"--seeds: expected comma-separated integers (card.launch_seed values), got '{a.seeds}'")
     try:
         r = run_sweep(a.sweep, vspyre=a.vspyre, out=a.out, jobs=a.jobs, scheduler=a.scheduler,
                       retry_failed=a.retry_failed, keep_traces=a.keep_traces,
-                      plots=not a.no_plots, quiet=a.quiet, list_only=a.list)
+                      plots=not a.no_plots, quiet=a.quiet, list_only=a.list, seeds=seeds)
     except SweepError as e:
         sys.stderr.write(f"vspyre sweep: error: {e}\n")
         return 2

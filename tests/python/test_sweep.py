@@ -436,3 +436,97 @@ def test_axes_may_name_sim_quantum_and_the_core_count(vspyre):
     keys = vs.known_keys(vspyre, ROOT / "configs" / "whatif" / "lx_4mib.yaml")
     assert "sim.quantum" in keys and "card.core.count" in keys
     assert "sim.sim.quantum" not in keys
+
+
+# ------------------------------------------------------------------------------- launch seeds
+
+def test_seeds_parse():
+    assert vs.parse_seeds(None, "w") is None
+    assert vs.parse_seeds(3, "w") == [1, 2, 3]
+    assert vs.parse_seeds([7, 0, 2**63 - 1], "w") == [7, 0, 2**63 - 1]
+    for bad, says in ((0, "from 1 to 1000"), (1001, "from 1 to 1000"), ([], "empty"),
+                      (True, "expected a count"), ("3", "expected a count"), ([1, -1], "-1 is not"),
+                      ([1, 2.5], "2.5 is not"), ([1, 2**63], "is not"), ([4, 4], "more than once: [4]")):
+        with pytest.raises(vs.SweepError, match=r"w: .*" + __import__("re").escape(says)):
+            vs.parse_seeds(bad, "w")
+
+
+def test_seeds_and_a_launch_seed_axis_conflict(tmp_path, vspyre):
+    f = write_sweep(tmp_path, """
+base: @BASE@
+axes:
+  card.launch_seed: [1, 2]
+seeds: 2
+plans: [probe:pt]
+""")
+    with pytest.raises(vs.SweepError, match="seeds sets card.launch_seed .* axes names it too"):
+        vs.load_sweep(f, vspyre)
+    g = write_sweep(tmp_path, "base: @BASE@\nset: {card.launch_seed: 4}\naxes: {card.core.pt.pass_overhead: [4]}\n"
+                    "plans: [probe:pt]\n", "g.yaml")
+    with pytest.raises(vs.SweepError, match="--seeds sets card.launch_seed .* set names it too"):
+        vs.run_sweep(g, vspyre=vspyre, out=tmp_path / "o", quiet=True, seeds=[1, 2])
+
+
+def test_seeds_give_the_mean_and_the_range(tmp_path, vspyre):
+    # A memory-bound kernel on 32 cores moves with the cores' start order: the row is the mean
+    # over the seeds, with the range and the spread; the per-seed rows are kept.
+    f = write_sweep(tmp_path, """
+base: @BASE@
+axes:
+  card.core.clock: [1GHz, 1.5GHz]
+seeds: [1, 2, 3]
+plans:
+  - @BUNDLES@/neg_2048x1024_c32
+outputs: [csv]
+""")
+    out = tmp_path / "out"
+    r = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    assert r["total"] == 6 and r["failed"] == 0
+    rows = read_csv(out / "results.csv")
+    per = read_csv(out / "results_by_seed.csv")
+    assert len(rows) == 2 and len(per) == 6
+    assert sorted({p["seed"] for p in per}) == ["1", "2", "3"]
+    for row in rows:
+        mine = [float(p["kernel_time_us"]) for p in per if p["point"] == row["point"]]
+        assert row["status"] == "ok" and row["seeds"] == "3" and row["seeds_ok"] == "3"
+        assert float(row["kernel_time_us"]) == pytest.approx(sum(mine) / 3, rel=1e-12)
+        assert float(row["kernel_time_us_min"]) == min(mine)
+        assert float(row["kernel_time_us_max"]) == max(mine)
+        assert max(mine) > min(mine), "the seeds must move a 32-core memory-bound kernel"
+        spread = (max(mine) - min(mine)) / (sum(mine) / 3) * 100
+        assert float(row["kernel_time_us_spread_percent"]) == pytest.approx(spread, abs=1e-3)
+        # A stat column is the mean too.
+        key = "card.memory.row_misses"
+        vals = [float(p[key]) for p in per if p["point"] == row["point"]]
+        assert float(row[key]) == pytest.approx(sum(vals) / 3, rel=1e-12)
+    # A rerun runs nothing and gives the same table; --seeds on the command line replaces the
+    # file's (one more seed: only it runs).
+    r2 = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    assert r2["skipped"] == 6
+    assert comparable(read_csv(out / "results.csv")) == comparable(rows)
+    r3 = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True, seeds=[1, 2, 3, 4])
+    assert r3["total"] == 8 and r3["skipped"] == 6
+    assert {row["seeds"] for row in read_csv(out / "results.csv")} == {"4"}
+
+
+def test_a_failing_seed_fails_the_row(tmp_path, vspyre):
+    f = write_sweep(tmp_path, """
+base: @BASE@
+axes:
+  card.core.count: [8]
+seeds: 2
+plans:
+  - @BUNDLES@/mm_2048x512x2048_c32
+outputs: [csv]
+""")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", vspyre, "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "point 0 seed 2 mm_2048x512x2048_c32 failed" in r.stderr
+    (row,) = read_csv(out / "results.csv")
+    assert row["status"] == "failed" and row["seeds_ok"] == "0"
+    assert row["error"].startswith("seed 1: ") and "; seed 2: " in row["error"] and "exceeds" in row["error"]
+    bad = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", vspyre, "--out", str(out),
+                          "--seeds", "1,x"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--seeds: expected comma-separated integers" in bad.stderr
