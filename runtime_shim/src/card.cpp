@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
@@ -108,6 +111,15 @@ class CardService {
         nlohmann::json args = {{"cores_used", r.cores_used}, {"bottleneck", r.bottleneck},
                                {"kernel_us", r.kernel_ps / 1e6}};
         tw_->complete(track(key), "kernel " + name, start, end - start, args.dump());
+      }
+      if (log_) {
+        std::fprintf(log_,
+                     "vspyre kernel %llu (stream %s) %s: %.3f us on %u cores, bottleneck %s (%.0f %%), "
+                     "device memory read %s written %s; card clock %.3f us\n",
+                     static_cast<unsigned long long>(stats_.kernels), stream_name(key).c_str(), name.c_str(),
+                     r.kernel_ps / 1e6, r.cores_used, r.bottleneck.c_str(), 100 * r.bottleneck_fraction,
+                     fmt_bytes(r.lpddr5_read).c_str(), fmt_bytes(r.lpddr5_write).c_str(), end / 1e6);
+        std::fflush(log_);
       }
       return rep;
     });
@@ -211,6 +223,22 @@ class CardService {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "vspyre libflex: %s\n", e.what());
     }
+    close_log();
+  }
+
+  // VSPYRE_KERNEL_LOG's summary line, and the file closed (not stderr).
+  void close_log() {
+    if (!log_) return;
+    std::fprintf(log_,
+                 "vspyre card: %llu kernel%s, %.3f us of kernel time; %llu H2D (%s, %.3f us), %llu D2H (%s, %.3f us); "
+                 "card clock %.3f us; config %s\n",
+                 static_cast<unsigned long long>(stats_.kernels), stats_.kernels == 1 ? "" : "s", stats_.kernel_ps / 1e6,
+                 static_cast<unsigned long long>(stats_.h2d_transfers), fmt_bytes(stats_.h2d_bytes).c_str(),
+                 stats_.h2d_busy_ps / 1e6, static_cast<unsigned long long>(stats_.d2h_transfers),
+                 fmt_bytes(stats_.d2h_bytes).c_str(), stats_.d2h_busy_ps / 1e6, std::max(clock_ps_, now_ps()) / 1e6,
+                 info_.config.c_str());
+    if (log_ != stderr) std::fclose(log_);
+    log_ = nullptr;
   }
 
   // Card thread.
@@ -223,6 +251,17 @@ class CardService {
     if (const char* t = std::getenv("VSPYRE_TRACE"); t && *t) {
       trace_path_ = t;
       o.overrides = {"card.core.trace=true", "card.host_link.trace=true"};
+    }
+    // VSPYRE_KERNEL_LOG: 1 or stderr, a line per kernel on stderr; any other value, a file (written
+    // afresh, as VSPYRE_TRACE is); unset, empty or 0, nothing.
+    if (const char* l = std::getenv("VSPYRE_KERNEL_LOG"); l && *l && std::string(l) != "0") {
+      const std::string v = l;
+      if (v == "1" || v == "stderr") {
+        log_ = stderr;
+      } else if (!(log_ = std::fopen(v.c_str(), "w"))) {
+        throw std::runtime_error("flex: VSPYRE_KERNEL_LOG: cannot write '" + v + "': " + std::strerror(errno) +
+                                 " (expected 1, stderr or a file to write)");
+      }
     }
     try {
       sim_ = std::make_unique<Simulation>(resolve_config(o));
@@ -247,11 +286,13 @@ class CardService {
     auto it = ready_.find(key);
     return it == ready_.end() ? 0.0 : it->second;
   }
+  static std::string stream_name(uint64_t key) {
+    return std::to_string(key >> 32) + ":" + std::to_string(key & 0xffffffffu);
+  }
   TraceWriter::TrackId track(uint64_t key) {
     auto it = tracks_.find(key);
     if (it != tracks_.end()) return it->second;
-    const std::string name = "stream " + std::to_string(key >> 32) + ":" + std::to_string(key & 0xffffffffu);
-    return tracks_[key] = tw_->track("host streams", name);
+    return tracks_[key] = tw_->track("host streams", "stream " + stream_name(key));
   }
   bool write_trace() {
     if (!tw_) return false;
@@ -278,6 +319,7 @@ class CardService {
   CardStats stats_;
   std::string trace_path_;
   TraceWriter* tw_ = nullptr;
+  FILE* log_ = nullptr;  // VSPYRE_KERNEL_LOG
   std::unordered_map<uint64_t, TraceWriter::TrackId> tracks_;
 };
 

@@ -520,6 +520,56 @@ TEST_CASE("shim: VSPYRE_TRACE writes a Perfetto trace with every transfer and ke
   CHECK(procs.size() > 33);  // and the PCIe link
 }
 
+TEST_CASE("shim: VSPYRE_KERNEL_LOG writes a line per kernel and the card's summary at exit", "[shim][kernel]") {
+  if (vspyre::shim::cardStats()) {
+    WARN("skipped: a card already runs in this process (run the test alone, as ctest does)");
+    return;
+  }
+  TempDir t;
+  const std::string path = (t.dir / "kernels.log").string();
+  setenv("VSPYRE_KERNEL_LOG", path.c_str(), 1);
+  auto ctx = card_context();
+  unsetenv("VSPYRE_KERNEL_LOG");
+  auto* s = ctx->getDefaultStream();
+  Compiled c("add_2048x1024_c32");
+  std::vector<Arg> args = make_args(*ctx, c.dir, 1);
+  for (auto& a : args) upload(s, a);
+  JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
+  plan.launch(s, {&args[0].dev, &args[1].dev, &args[2].dev});
+  plan.launch(s, {&args[0].dev, &args[1].dev, &args[2].dev});
+  s->synchronize();
+  const auto st = vspyre::shim::cardStats();
+  REQUIRE(st);
+  REQUIRE(st->kernels == 2);
+  // Each line as the kernel ends; the summary when the card stops (at exit, here by hand).
+  const std::string during = slurp(path);
+  char first[64];
+  std::snprintf(first, sizeof first, ": %.3f us on 32 cores, bottleneck ", st->last_kernel.kernel_ps / 1e6);
+  CHECK(has(during, "vspyre kernel 1 (stream "));
+  CHECK(has(during, "vspyre kernel 2 (stream "));
+  CHECK(has(during, (std::string(" test#0") + first).c_str()));
+  CHECK(has(during, "device memory read "));
+  CHECK(!has(during, "vspyre card:"));
+  vspyre::shim::shutdownCard();
+  const std::string all = slurp(path);
+  char sum[96];
+  std::snprintf(sum, sizeof sum, "vspyre card: 2 kernels, %.3f us of kernel time; ", st->kernel_ps / 1e6);
+  CHECK(has(all, sum));
+  CHECK(has(all, "H2D ("));
+  CHECK(has(all, ("config " + st->config).c_str()));
+}
+
+TEST_CASE("shim: a VSPYRE_KERNEL_LOG that cannot be written fails the card with its path", "[shim][kernel]") {
+  if (vspyre::shim::cardStats()) {
+    WARN("skipped: a card already runs in this process (run the test alone, as ctest does)");
+    return;
+  }
+  setenv("VSPYRE_KERNEL_LOG", "/nonexistent/dir/kernels.log", 1);
+  const std::string e = error_of([] { vspyre::shim::CardBackend b; });
+  unsetenv("VSPYRE_KERNEL_LOG");
+  CHECK(has(e, "VSPYRE_KERNEL_LOG: cannot write '/nonexistent/dir/kernels.log': No such file or directory"));
+}
+
 TEST_CASE("shim: host threads share the card: 8 threads x 4 streams x 200 transfers", "[shim][kernel]") {
   auto ctx = card_context();
   static constexpr int kThreads = 8, kStreams = 4, kOps = 200;
