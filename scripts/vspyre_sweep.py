@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """vspyre sweep: run a what-if sweep of card configurations over kernel bundles and probes.
 
-    vspyre sweep SWEEP.yaml [--jobs N] [--out DIR] [--seeds N[,N...]] [--scheduler tcp://HOST:PORT]
+    vspyre sweep SWEEP.yaml [--jobs N] [--out DIR] [--seeds N|SEED,SEED...] [--scheduler tcp://HOST:PORT]
     python3 scripts/vspyre_sweep.py SWEEP.yaml [...] [--vspyre PATH/TO/vspyre]
 
 A sweep file names a base card config, axes over config keys (lists, ranges, log ranges;
@@ -397,9 +397,7 @@ def load_sweep(path, vspyre):
     check_keys(axes, keys, "axis")
     check_keys(fixed, keys, "set")
     seeds = parse_seeds(spec.get("seeds"), f"{path}: seeds")
-    if seeds and (SEED_KEY in axes or SEED_KEY in fixed):
-        raise SweepError(f"{path}: seeds sets {SEED_KEY} for every point, and "
-                         f"{'axes' if SEED_KEY in axes else 'set'} names it too: keep one")
+    check_seed_conflict(seeds, axes, fixed, f"{path}: seeds")
     points = expand_points(axes, spec.get("combine", "cross"), spec.get("zip"))
 
     plans_spec = spec.get("plans")
@@ -443,6 +441,26 @@ def load_sweep(path, vspyre):
             "set": fixed, "points": points, "plans": plans, "outputs": outputs,
             "metric": metric, "timeout": float(spec.get("timeout", 900)),
             "jobs": spec.get("jobs"), "seeds": seeds}
+
+
+def check_seed_conflict(seeds, axes, fixed, where):
+    """Seeds set card.launch_seed for every point: an axis or a `set:` of it would be overwritten."""
+    if seeds and (SEED_KEY in axes or SEED_KEY in fixed):
+        raise SweepError(f"{where} sets {SEED_KEY} for every point, and the sweep file's "
+                         f"{'axes' if SEED_KEY in axes else 'set'} names it too: keep one")
+
+
+def parse_seeds_arg(text):
+    """--seeds: N (a count: seeds 1 .. N, as `seeds: N` in a sweep file) or a comma-separated list
+    of card.launch_seed values (`7,` is the one seed 7)."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        if len(parts) == 1:
+            return int(parts[0])
+        return [int(p) for p in parts if p != ""]
+    except ValueError:
+        raise SweepError(f"--seeds: expected a count (N: seeds 1 .. N) or comma-separated card.launch_seed "
+                         f"values (7, for the one seed 7), got '{text}'") from None
 
 
 def parse_seeds(spec, where):
@@ -895,14 +913,18 @@ def write_plots(outdir, rows, sw):
                 ys = [float("nan") if y is None else y for y in ys]
                 rg = ranges.get(label)
                 if rg:  # seeds: the range over them as error bars around the mean
-                    lo = [y - rg[str(x)][0] if str(x) in rg else 0 for x, y in zip(xs, ys)]
-                    hi = [rg[str(x)][1] - y if str(x) in rg else 0 for x, y in zip(xs, ys)]
+                    lo = [max(0.0, y - rg[str(x)][0]) if str(x) in rg and y == y else 0 for x, y in zip(xs, ys)]
+                    hi = [max(0.0, rg[str(x)][1] - y) if str(x) in rg and y == y else 0 for x, y in zip(xs, ys)]
                     a.errorbar(pos, ys, yerr=[lo, hi], marker="o", capsize=3, label=label or None)
                 else:
                     a.plot(pos, ys, marker="o", label=label or None)
             a.set_xticks(pos, [str(x) for x in xs])
             a.set_xlabel(ax)
-            a.set_ylabel(metric + (f" (mean, range over {len(sw['seeds'])} seeds)" if sw.get("seeds") else ""))
+            what = ""
+            if sw.get("seeds"):  # the range is drawn for the series that have one (not a median)
+                drawn = any(label in ranges for label, _ in shown)
+                what = f" (mean{', range' if drawn else ''} over {len(sw['seeds'])} seeds)"
+            a.set_ylabel(metric + what)
             a.set_title(f"{plan}: {metric} against {ax}", fontsize=10)
             a.grid(True, alpha=0.3)
             if len(shown) > 1 or (shown and shown[0][0]):
@@ -936,7 +958,7 @@ def write_plots(outdir, rows, sw):
                     v = grid[i][j]
                     a.text(j, i, "failed" if v != v else f"{v:.4g}", ha="center",
                            va="center", fontsize=7, color="k" if v == v and v > mid else "w")
-            fig.colorbar(im, ax=a, label=metric)
+            fig.colorbar(im, ax=a, label=metric + (f" (mean over {len(sw['seeds'])} seeds)" if sw.get("seeds") else ""))
             a.set_title(f"{plan}: {metric}", fontsize=10)
             fig.tight_layout()
             f = pdir / f"{_safe(plan)}__heatmap.png"
@@ -950,55 +972,89 @@ def _is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def aggregate_seeds(task0, runs, axes, metrics):
-    """One row for a (point, plan) from its runs over the seeds, [(seed, row or None if it has not
-    run)] in the sweep's seed order: every numeric stat the mean over the seeds that ran, the
-    other columns the first such seed's; `metrics` (the headline numbers) also get _min, _max and
-    _spread_percent ((max - min) / mean). A pair whose seeds did not all run is failed, with each
-    failing seed's error."""
-    done = [r for _, r in runs if r is not None]
-    ok = [r for r in done if r["status"] == "ok"]
-    row = {"point": task0["index"], "plan": task0["plan"]["name"], "key": task0["key"][:16],
-           "elapsed_s": round(sum(_num(r.get("elapsed_s")) or 0 for r in done), 3),
+def _mean(vals):
+    """The mean of numbers as results.csv gives it: the value itself when every seed gave the same
+    (an integer stays an integer), else the correctly rounded mean held inside [min, max]."""
+    if all(v == vals[0] for v in vals):
+        return vals[0]
+    return min(max(math.fsum(float(v) for v in vals) / len(vals), min(vals)), max(vals))
+
+
+def _group_errors(errors):
+    """[(seed, error)] -> 'seeds 1, 2: msg; seed 3: other' (seeds with the same error together)."""
+    by = {}
+    for sd, e in errors:
+        by.setdefault(e, []).append(str(sd))
+    return "; ".join(f"seed{'s' if len(sds) > 1 else ''} {', '.join(sds)}: {e}" for e, sds in by.items())
+
+
+def aggregate_seeds(tasks, rows_by_key, axes, metrics, missing):
+    """One row for a (point, plan) from its runs over the seeds (`tasks`, in the sweep's seed
+    order; a run not in `rows_by_key` has not finished, and `missing` may say why). A row whose
+    seeds all ran: every numeric stat the mean over them (_mean), the other columns the first
+    seed's, and each of `metrics` (the headline) also its _min, _max and _spread_percent
+    ((max - min) / mean). A row with a seed that failed or did not run is failed, names each such
+    seed, and carries no stats, as an unseeded failed row (results_by_seed.csv keeps the runs)."""
+    t0 = tasks[0]
+    runs = [(t["seed"], rows_by_key.get(t["key"])) for t in tasks]
+    ok = [r for _, r in runs if r is not None and r["status"] == "ok"]
+    row = {"point": t0["index"], "plan": t0["plan"]["name"],
+           "key": " ".join(t["key"][:16] for t in tasks),  # each seed's points/<key>/
+           "elapsed_s": round(math.fsum(_num(r.get("elapsed_s")) or 0 for _, r in runs if r is not None), 3),
            "seeds": len(runs), "seeds_ok": len(ok)}
-    row.update(task0["axes"])
-    errors = [f"seed {sd}: " + (r["error"] if r is not None else "not run (the sweep was interrupted)")
-              for sd, r in runs if r is None or r["status"] != "ok"]
+    row.update(t0["axes"])
+    errors = [(sd, r["error"] if r is not None else missing.get(t["key"], "not run (the sweep was interrupted)"))
+              for t, (sd, r) in zip(tasks, runs) if r is None or r["status"] != "ok"]
     row["status"] = "failed" if errors else "ok"
-    row["error"] = "; ".join(errors)
+    row["error"] = _group_errors(errors)
+    if errors:
+        row["kernel_time_us"] = None
+        return row
     skip = set(row) | {"seed"}
     names = []
     for r in ok:
         names += [k for k in r if k not in skip and k not in names]
     for k in names:
         vals = [r.get(k) for r in ok]
-        if vals and all(_is_number(v) for v in vals):
-            row[k] = sum(float(v) for v in vals) / len(vals)
+        if all(_is_number(v) for v in vals):
+            row[k] = _mean(vals)
             if k in metrics:
                 lo, hi = min(vals), max(vals)
                 row[f"{k}_min"], row[f"{k}_max"] = lo, hi
-                mean = row[k]
-                row[f"{k}_spread_percent"] = round((hi - lo) / mean * 100, 4) if mean else 0.0
+                row[f"{k}_spread_percent"] = round((hi - lo) / row[k] * 100, 4) if row[k] else 0.0
         else:
-            row[k] = vals[0] if vals else None
+            row[k] = vals[0]
     row.setdefault("kernel_time_us", None)
     return row
 
 
-def write_outputs(outdir, sw, rows_by_key, tasks):
+def write_outputs(outdir, sw, rows_by_key, tasks, missing=None):
+    """results.csv (+ results_by_seed.csv with seeds), Parquet and plots. `missing`: why a run has
+    no row (a run killed by a signal), by its key."""
     rows = [rows_by_key[t["key"]] for t in tasks if t["key"] in rows_by_key]
     out = {"csv": Path(outdir) / "results.csv"}
     extra = ()
+    if not sw.get("seeds"):
+        # A per-seed table from an earlier sweep into this --out would describe other results.
+        (Path(outdir) / "results_by_seed.csv").unlink(missing_ok=True)
     if sw.get("seeds"):
         by_seed = Path(outdir) / "results_by_seed.csv"
         write_csv(by_seed, rows, ordered_columns(rows, sw["axes"], ["seed"]))
         out["by_seed"] = by_seed
-        metrics = {"kernel_time_us", *HEADLINE.values()} | ({sw["metric"]} if sw["metric"] else set())
         groups = {}
         for t in tasks:
             groups.setdefault((t["index"], t["plan"]["name"]), []).append(t)
-        rows = [aggregate_seeds(g[0], [(t["seed"], rows_by_key.get(t["key"])) for t in g], sw["axes"], metrics)
-                for g in groups.values() if any(t["key"] in rows_by_key for t in g)]
+        rows = []
+        for g in groups.values():
+            if not any(t["key"] in rows_by_key for t in g):
+                continue
+            # The range for the plan's headline: kernel_time_us for runs and the PT probe, the
+            # probe's own number for the others, or the sweep's outputs.metric.
+            kind = "run" if g[0]["plan"]["kind"] == "bundle" else g[0]["plan"]["name"]
+            metrics = {"kernel_time_us" if kind in ("run", "probe:pt") else HEADLINE[kind]}
+            if sw["metric"]:
+                metrics.add(sw["metric"])
+            rows.append(aggregate_seeds(g, rows_by_key, sw["axes"], metrics, missing or {}))
         extra = SEED_COLUMNS
     cols = ordered_columns(rows, sw["axes"], extra)
     write_csv(out["csv"], rows, cols)
@@ -1044,10 +1100,8 @@ def run_sweep(sweep_file, vspyre=None, out=None, jobs=None, scheduler=None, retr
         raise SweepError(f"vspyre binary {vspyre} does not exist")
     sw = load_sweep(sweep_file, vspyre)
     if seeds is not None:  # --seeds: replaces the file's
-        sw["seeds"] = parse_seeds(seeds, "--seeds")
-        if SEED_KEY in sw["axes"] or SEED_KEY in sw["set"]:
-            raise SweepError(f"--seeds sets {SEED_KEY} for every point, and the sweep file's "
-                             f"{'axes' if SEED_KEY in sw['axes'] else 'set'} names it too: keep one")
+        sw["seeds"] = parse_seeds(parse_seeds_arg(seeds) if isinstance(seeds, str) else seeds, "--seeds")
+        check_seed_conflict(sw["seeds"], sw["axes"], sw["set"], f"--seeds (with {sw['path']})")
     if not plots:
         sw["outputs"].discard("plots")
     tasks = make_tasks(sw, vspyre, keep_traces)
@@ -1074,9 +1128,12 @@ def run_sweep(sweep_file, vspyre=None, out=None, jobs=None, scheduler=None, retr
     prog = Progress(len(tasks), len(tasks) - len(todo), quiet=quiet)
     jobs = jobs or sw["jobs"] or os.cpu_count() or 1
 
+    missing = {}  # why a run has no row: vspyre stopped by a signal (the next sweep runs it again)
+
     def on_done(t, res):
         if res["status"] == "interrupted":  # not done: the next run does it again
             prog.total -= 1
+            missing[t["key"]] = f"not run: {res['error']} (the next sweep runs it again)"
             return
         rows[t["key"]] = save_point(outdir, t, res)
         prog.update(rows[t["key"]])
@@ -1092,7 +1149,7 @@ def run_sweep(sweep_file, vspyre=None, out=None, jobs=None, scheduler=None, retr
         interrupted = True
     finally:
         prog.close()
-    rows_list, outputs = write_outputs(outdir, sw, rows, tasks)
+    rows_list, outputs = write_outputs(outdir, sw, rows, tasks, missing)
     failed = sum(1 for r in rows_list if r["status"] != "ok")
     if not quiet:
         where = ", ".join(str(v) for k, v in outputs.items() if k != "plots")
@@ -1134,21 +1191,17 @@ def main(argv=None):
     ap.add_argument("--vspyre", help="the vspyre binary (default: $VSPYRE_BIN, PATH, build/*)")
     ap.add_argument("--retry-failed", action="store_true", help="rerun points that failed before")
     ap.add_argument("--keep-traces", action="store_true", help="keep each point's trace.json")
-    ap.add_argument("--seeds", metavar="N[,N...]",
-                    help="run every point once per card.launch_seed value listed (replaces the sweep file's "
-                         "seeds:); results.csv holds the mean and the headline's range over them")
+    ap.add_argument("--seeds", metavar="N|SEED,SEED...",
+                    help="run every point once per card.launch_seed: N for the seeds 1 .. N, or a list (7, for "
+                         "seed 7 alone); replaces the sweep file's seeds:. results.csv holds the mean and the "
+                         "headline's range over them")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     ap.add_argument("--list", action="store_true", help="print the points and exit")
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     a = ap.parse_args(argv)
     if a.jobs is not None and a.jobs < 1:
         ap.error("--jobs must be at least 1")
-    seeds = None
-    if a.seeds is not None:
-        try:
-            seeds = [int(x) for x in a.seeds.split(",")]
-        except ValueError:
-            ap.error(f"--seeds: expected comma-separated integers (card.launch_seed values), got '{a.seeds}'")
+    seeds = a.seeds
     try:
         r = run_sweep(a.sweep, vspyre=a.vspyre, out=a.out, jobs=a.jobs, scheduler=a.scheduler,
                       retry_failed=a.retry_failed, keep_traces=a.keep_traces,

@@ -252,17 +252,6 @@ class CardService {
       trace_path_ = t;
       o.overrides = {"card.core.trace=true", "card.host_link.trace=true"};
     }
-    // VSPYRE_KERNEL_LOG: 1 or stderr, a line per kernel on stderr; any other value, a file (written
-    // afresh, as VSPYRE_TRACE is); unset, empty or 0, nothing.
-    if (const char* l = std::getenv("VSPYRE_KERNEL_LOG"); l && *l && std::string(l) != "0") {
-      const std::string v = l;
-      if (v == "1" || v == "stderr") {
-        log_ = stderr;
-      } else if (!(log_ = std::fopen(v.c_str(), "w"))) {
-        throw std::runtime_error("flex: VSPYRE_KERNEL_LOG: cannot write '" + v + "': " + std::strerror(errno) +
-                                 " (expected 1, stderr or a file to write)");
-      }
-    }
     try {
       sim_ = std::make_unique<Simulation>(resolve_config(o));
       card_ = &sim_->top_as<Card>();
@@ -279,6 +268,18 @@ class CardService {
     }
     info_.memory_capacity = card_->memory().capacity();
     if (!trace_path_.empty()) tw_ = sim_->trace();
+    // VSPYRE_KERNEL_LOG: 1 or stderr, a line per kernel on stderr; any other value, a file (written
+    // afresh, as VSPYRE_TRACE is; not inherited by the compiler's child processes); unset, empty or
+    // 0, nothing. Opened once the card is built, so that a card that fails leaves no log behind.
+    if (const char* l = std::getenv("VSPYRE_KERNEL_LOG"); l && *l && std::string(l) != "0") {
+      const std::string v = l;
+      if (v == "1" || v == "stderr") {
+        log_ = stderr;
+      } else if (!(log_ = std::fopen(v.c_str(), "we"))) {
+        throw std::runtime_error("flex: VSPYRE_KERNEL_LOG: cannot write '" + v + "': " + std::strerror(errno) +
+                                 " (expected 1, stderr or a file to write)");
+      }
+    }
   }
 
   double now_ps() const { return sc_core::sc_time_stamp().to_seconds() * 1e12; }

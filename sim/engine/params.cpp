@@ -142,6 +142,7 @@ LongForm read_long_form(const ConfigNode& node, const std::string& path) {
       if (!out.provenance)
         throw ConfigError(sub.loc(), path + ".provenance: expected one of datasheet, measured, derived, estimate, override");
     } else if (k == "source") {
+      if (!sub.is_scalar()) throw ConfigError(sub.loc(), path + ".source: expected text, found " + sub.kind_name());
       out.source = sub.text();
     } else {
       std::string msg = "unknown key '" + k + "' in a parameter (expected value, provenance, source)";

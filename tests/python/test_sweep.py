@@ -463,7 +463,7 @@ plans: [probe:pt]
         vs.load_sweep(f, vspyre)
     g = write_sweep(tmp_path, "base: @BASE@\nset: {card.launch_seed: 4}\naxes: {card.core.pt.pass_overhead: [4]}\n"
                     "plans: [probe:pt]\n", "g.yaml")
-    with pytest.raises(vs.SweepError, match="--seeds sets card.launch_seed .* set names it too"):
+    with pytest.raises(vs.SweepError, match=r"--seeds \(with .*g\.yaml\) sets card\.launch_seed .* set names it too"):
         vs.run_sweep(g, vspyre=vspyre, out=tmp_path / "o", quiet=True, seeds=[1, 2])
 
 
@@ -525,8 +525,89 @@ outputs: [csv]
     assert r.returncode == 1, r.stderr
     assert "point 0 seed 2 mm_2048x512x2048_c32 failed" in r.stderr
     (row,) = read_csv(out / "results.csv")
-    assert row["status"] == "failed" and row["seeds_ok"] == "0"
-    assert row["error"].startswith("seed 1: ") and "; seed 2: " in row["error"] and "exceeds" in row["error"]
+    assert row["status"] == "failed" and row["seeds_ok"] == "0" and row["kernel_time_us"] == ""
+    # The same error from both seeds is given once, with both seeds.
+    assert row["error"].startswith("seeds 1, 2: ") and "exceeds" in row["error"] and "; seed" not in row["error"]
     bad = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", vspyre, "--out", str(out),
                           "--seeds", "1,x"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "--seeds: expected comma-separated integers" in bad.stderr
+    assert bad.returncode == 2 and "--seeds: expected a count (N: seeds 1 .. N) or comma-separated" in bad.stderr
+
+
+def test_seeds_on_the_command_line_count_as_in_the_file(tmp_path, vspyre):
+    # --seeds 3 is seeds 1, 2, 3 (as `seeds: 3`); a list names the seeds; `7,` is seed 7 alone.
+    f = write_sweep(tmp_path, "base: @BASE@\naxes: {card.core.pt.pass_overhead: [13]}\nplans: [probe:pt]\n")
+    def listed(arg):
+        r = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", vspyre, "--list", "--seeds", arg],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return [l.split("card.launch_seed=")[1] for l in r.stdout.splitlines()]
+    assert listed("3") == ["1", "2", "3"]
+    assert listed("4,9") == ["4", "9"]
+    assert listed("7,") == ["7"]
+
+
+def test_seeds_with_a_plan_the_seed_does_not_move(tmp_path, vspyre):
+    # The PCIe probe gives the same number on every seed: the mean is that number exactly (a
+    # float sum of five equal values is not), the range is zero, and the plots with their error
+    # bars are written (a mean a rounding outside [min, max] made a negative error bar, and
+    # matplotlib refused the plot after every run had finished).
+    f = write_sweep(tmp_path, """
+base: @BASE@
+axes:
+  card.core.pt.pass_overhead: [13, 14]
+seeds: 5
+plans: [probe:pcie]
+outputs: [csv, plots]
+""")
+    out = tmp_path / "out"
+    r = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    assert r["failed"] == 0
+    per = read_csv(out / "results_by_seed.csv")
+    for row in read_csv(out / "results.csv"):
+        mine = {p["probe.h2d_GBps"] for p in per if p["point"] == row["point"]}
+        assert len(mine) == 1
+        assert row["probe.h2d_GBps"] == row["probe.h2d_GBps_min"] == row["probe.h2d_GBps_max"] == mine.pop()
+        assert float(row["probe.h2d_GBps_spread_percent"]) == 0
+        assert "kernel_time_us_min" not in row or row["kernel_time_us_min"] == ""
+    if _has("matplotlib"):
+        assert (out / "plots" / "probe_pcie__card.core.pt.pass_overhead.png").exists()
+
+
+def test_a_seed_that_failed_or_was_killed_fails_the_row_without_a_mean(tmp_path, vspyre):
+    f = write_sweep(tmp_path, """
+base: @BASE@
+axes:
+  card.core.pt.pass_overhead: [13]
+seeds: [1, 2, 3]
+plans:
+  - @BUNDLES@/neg_2048x1024_c32
+outputs: [csv]
+""")
+    out = tmp_path / "out"
+    vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    per = read_csv(out / "results_by_seed.csv")
+    k2 = next(p["key"] for p in per if p["seed"] == "2")
+    res = out / "points" / k2 / "result.json"
+    meta = json.loads(res.read_text())
+    meta["row"].update(status="failed", error="timed out after 900 s", kernel_time_us=None)
+    res.write_text(json.dumps(meta))
+    r = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    assert r["failed"] == 1 and r["skipped"] == 3
+    (row,) = read_csv(out / "results.csv")
+    # Two of three seeds are not the row's number: no mean, no range; the seeds that ran keep
+    # theirs in results_by_seed.csv.
+    assert row["status"] == "failed" and row["error"] == "seed 2: timed out after 900 s"
+    assert row["seeds_ok"] == "2" and row["kernel_time_us"] == "" and row.get("kernel_time_us_min", "") == ""
+    assert len(row["key"].split()) == 3  # each seed's points/<key>/
+    assert sum(1 for p in read_csv(out / "results_by_seed.csv") if p["kernel_time_us"]) == 2
+    # A run that vspyre did not finish (killed by a signal) is named as such, not as a Ctrl-C.
+    g = [t for t in vs.make_tasks(vs.load_sweep(f, vspyre), vspyre) if t["seed"] == 3]
+    rows = {t["key"]: vs.load_done(out, t) for t in vs.make_tasks(vs.load_sweep(f, vspyre), vspyre) if t["seed"] != 3}
+    agg = vs.aggregate_seeds(vs.make_tasks(vs.load_sweep(f, vspyre), vspyre), rows, {}, {"kernel_time_us"},
+                             {g[0]["key"]: "not run: vspyre was stopped by signal 9 (the next sweep runs it again)"})
+    assert "seed 3: not run: vspyre was stopped by signal 9" in agg["error"]
+    # A sweep without seeds into the same --out leaves no stale per-seed table.
+    h = write_sweep(tmp_path, "base: @BASE@\naxes: {card.core.pt.pass_overhead: [13]}\nplans: [probe:pt]\n"
+                    "outputs: [csv]\n", "h.yaml")
+    vs.run_sweep(h, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    assert not (out / "results_by_seed.csv").exists()

@@ -366,6 +366,8 @@ TEST_CASE("engine: count: in long form has its keys checked as a parameter's", "
                              "estimate, override");
   const std::string c = t.write("c.yaml", "card:\n  core:\n    count: {provenance: datasheet}\n");
   CHECK(build_error(c) == c + ":3:12: card.core.count: a parameter given as a map needs a 'value' key");
+  const std::string d = t.write("d.yaml", "card:\n  core:\n    count: {value: 4, source: [a, b]}\n");
+  CHECK(build_error(d) == d + ":3:31: card.core.count.source: expected text, found a list");
 }
 
 TEST_CASE("engine: count: on a component that is not repeatable is rejected", "[engine][configerr]") {
