@@ -435,11 +435,16 @@ TEST_CASE("shim: kernel launches with bad arguments fail at synchronize, and rea
   CHECK(has(e, "out of bounds"));
 }
 
+// Whether this process has no card yet. A test of a variable the card reads when it is built
+// (VSPYRE_CONFIG, VSPYRE_TRACE, VSPYRE_KERNEL_LOG) must build it itself: run alone, as ctest does.
+bool fresh_card() {
+  if (!vspyre::shim::cardStats()) return true;
+  WARN("skipped: a card already runs in this process (run the test alone, as ctest does)");
+  return false;
+}
+
 TEST_CASE("shim: the process runtime uses the card config from VSPYRE_CONFIG", "[shim][kernel]") {
-  if (vspyre::shim::cardStats()) {
-    WARN("skipped: a card already runs in this process (run the test alone, as ctest does)");
-    return;
-  }
+  if (!fresh_card()) return;
   TempDir t;
   // A card with a x8 PCIe link: transfers take about twice as long.
   const std::string cfg = t.write("x8.yaml", "include: [" + (fs::path(VSPYRE_SOURCE_DIR) / "configs" / "spyre.yaml").string() +
@@ -463,10 +468,7 @@ TEST_CASE("shim: the process runtime uses the card config from VSPYRE_CONFIG", "
 }
 
 TEST_CASE("shim: a bad VSPYRE_CONFIG gives one error naming the file", "[shim][kernel]") {
-  if (vspyre::shim::cardStats()) {
-    WARN("skipped: a card already runs in this process (run the test alone, as ctest does)");
-    return;
-  }
+  if (!fresh_card()) return;
   setenv("VSPYRE_CONFIG", "/nonexistent/card.yaml", 1);
   const std::string e = error_of([] { vspyre::shim::createRuntimeContext(vspyre::shim::optionsFromEnvironment()); });
   unsetenv("VSPYRE_CONFIG");
@@ -476,24 +478,32 @@ TEST_CASE("shim: a bad VSPYRE_CONFIG gives one error naming the file", "[shim][k
   CHECK(error_of([] { vspyre::shim::CardBackend b; }) == e);
 }
 
-TEST_CASE("shim: VSPYRE_TRACE writes a Perfetto trace with every transfer and kernel per core", "[shim][kernel]") {
-  if (vspyre::shim::cardStats()) {
-    WARN("skipped: a card already runs in this process (run the test alone, as ctest does)");
-    return;
+// The process's card, built with the environment variable `env` set to `path` (read once, when the
+// card is built), and the add fixture launched `launches` times on its default stream.
+struct AddOnNewCard {
+  AddOnNewCard(const char* env, const std::string& path, int launches) {
+    setenv(env, path.c_str(), 1);
+    ctx = card_context();
+    unsetenv(env);
+    s = ctx->getDefaultStream();
+    args = make_args(*ctx, c.dir, 1);
+    for (auto& a : args) upload(s, a);
+    JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
+    for (int i = 0; i < launches; ++i) plan.launch(s, {&args[0].dev, &args[1].dev, &args[2].dev});
+    s->synchronize();
   }
+  std::shared_ptr<flex::RuntimeContext> ctx;
+  flex::RuntimeStream* s = nullptr;
+  Compiled c{"add_2048x1024_c32"};
+  std::vector<Arg> args;
+};
+
+TEST_CASE("shim: VSPYRE_TRACE writes a Perfetto trace with every transfer and kernel per core", "[shim][kernel]") {
+  if (!fresh_card()) return;
   TempDir t;
   const std::string path = (t.dir / "trace.json").string();
-  setenv("VSPYRE_TRACE", path.c_str(), 1);
-  auto ctx = card_context();
-  unsetenv("VSPYRE_TRACE");
-  auto* s = ctx->getDefaultStream();
-  Compiled c("add_2048x1024_c32");
-  std::vector<Arg> args = make_args(*ctx, c.dir, 1);
-  for (auto& a : args) upload(s, a);
-  JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
-  plan.launch(s, {&args[0].dev, &args[1].dev, &args[2].dev});
-  s->synchronize();
-  (void)download(s, args[2]);
+  AddOnNewCard run("VSPYRE_TRACE", path, 1);
+  (void)download(run.s, run.args[2]);
   REQUIRE(vspyre::shim::flushTrace());
   const auto j = nlohmann::json::parse(slurp(path));
   std::map<int, std::string> procs;
@@ -521,23 +531,10 @@ TEST_CASE("shim: VSPYRE_TRACE writes a Perfetto trace with every transfer and ke
 }
 
 TEST_CASE("shim: VSPYRE_KERNEL_LOG writes a line per kernel and the card's summary at exit", "[shim][kernel]") {
-  if (vspyre::shim::cardStats()) {
-    WARN("skipped: a card already runs in this process (run the test alone, as ctest does)");
-    return;
-  }
+  if (!fresh_card()) return;
   TempDir t;
   const std::string path = (t.dir / "kernels.log").string();
-  setenv("VSPYRE_KERNEL_LOG", path.c_str(), 1);
-  auto ctx = card_context();
-  unsetenv("VSPYRE_KERNEL_LOG");
-  auto* s = ctx->getDefaultStream();
-  Compiled c("add_2048x1024_c32");
-  std::vector<Arg> args = make_args(*ctx, c.dir, 1);
-  for (auto& a : args) upload(s, a);
-  JobPlan plan(*ctx, s, c.dir / "spyreCodeDir");
-  plan.launch(s, {&args[0].dev, &args[1].dev, &args[2].dev});
-  plan.launch(s, {&args[0].dev, &args[1].dev, &args[2].dev});
-  s->synchronize();
+  AddOnNewCard run("VSPYRE_KERNEL_LOG", path, 2);
   const auto st = vspyre::shim::cardStats();
   REQUIRE(st);
   REQUIRE(st->kernels == 2);
@@ -560,10 +557,7 @@ TEST_CASE("shim: VSPYRE_KERNEL_LOG writes a line per kernel and the card's summa
 }
 
 TEST_CASE("shim: a VSPYRE_KERNEL_LOG that cannot be written fails the card with its path", "[shim][kernel]") {
-  if (vspyre::shim::cardStats()) {
-    WARN("skipped: a card already runs in this process (run the test alone, as ctest does)");
-    return;
-  }
+  if (!fresh_card()) return;
   setenv("VSPYRE_KERNEL_LOG", "/nonexistent/dir/kernels.log", 1);
   const std::string e = error_of([] { vspyre::shim::CardBackend b; });
   unsetenv("VSPYRE_KERNEL_LOG");
