@@ -8,6 +8,7 @@
 #include "shim_test_util.h"
 #include "test_files.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -554,6 +555,31 @@ TEST_CASE("shim: VSPYRE_KERNEL_LOG writes a line per kernel and the card's summa
   CHECK(has(all, sum));
   CHECK(has(all, "H2D ("));
   CHECK(has(all, ("config " + st->config).c_str()));
+}
+
+TEST_CASE("shim: VSPYRE_KERNEL_LOG=1 writes the kernel lines and the summary to stderr", "[shim][kernel]") {
+  if (!fresh_card()) return;
+  TempDir t;
+  const std::string err = (t.dir / "stderr.txt").string();
+  // Catch this process's stderr in a file while the card runs and stops.
+  std::fflush(stderr);
+  const int saved = dup(2);
+  const int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(saved >= 0);
+  REQUIRE(fd >= 0);
+  dup2(fd, 2);
+  close(fd);
+  {
+    AddOnNewCard run("VSPYRE_KERNEL_LOG", "1", 1);
+    vspyre::shim::shutdownCard();
+  }
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  const std::string got = slurp(err);
+  CHECK(has(got, "vspyre kernel 1 (stream "));
+  CHECK(has(got, " test#0: "));
+  CHECK(has(got, "vspyre card: 1 kernel, "));
 }
 
 TEST_CASE("shim: a VSPYRE_KERNEL_LOG that cannot be written fails the card with its path", "[shim][kernel]") {
