@@ -664,9 +664,7 @@ def load_done(outdir, task):
         return None
     row = meta["row"]
     row["point"] = task["index"]  # the same config may sit at another index in an edited sweep
-    row.update(task["axes"])
-    if task.get("seed") is not None:
-        row["seed"] = task["seed"]
+    row.update(task["axes"])  # (the seed is part of the key: the saved row has it)
     return row
 
 

@@ -43,7 +43,7 @@ Component::Component(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_params->claim("connect");
   const bool trace_me = m_params->get_bool(
       "trace", false, {"record this component's activity in the Perfetto trace", Provenance::Override});
-  if (!ctx.sim.tracing_off() && (trace_me || ctx.sim.trace_enabled_for(nullptr))) m_trace = ctx.sim.trace();
+  if (ctx.sim.traces(trace_me)) m_trace = ctx.sim.trace();
   ctx.sim.stats().add(&m_stats);
 }
 

@@ -20,7 +20,7 @@ ConfigNode resolve_config(const SimOptions& opts, std::vector<std::filesystem::p
 
 Simulation::Simulation(ConfigNode config, bool trace_all, bool trace_none)
     : m_config(std::move(config)),
-      m_trace_all(trace_all && !trace_none),
+      m_trace_all(trace_all),
       m_trace_none(trace_none),
       m_trace(std::make_unique<TraceWriter>()) {
   ParamReader top(&m_config, "config");
@@ -67,8 +67,6 @@ Simulation::Simulation(ConfigNode config, bool trace_all, bool trace_none)
 }
 
 Simulation::~Simulation() = default;
-
-bool Simulation::trace_enabled_for(const ConfigNode*) const { return m_trace_all; }
 
 std::vector<const Component*> Simulation::components() const {
   std::vector<const Component*> out;

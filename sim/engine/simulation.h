@@ -43,9 +43,9 @@ class Simulation {
   // The `sim:` parameters as read, named relative to `sim` ("quantum"), for `describe`.
   const std::vector<ParamSpec>& sim_params() const { return m_sim_params; }
 
-  // Whether the component at `path` records trace events: --trace, or `trace: true` in its config.
-  bool trace_enabled_for(const ConfigNode* node) const;
-  bool tracing_off() const { return m_trace_none; }
+  // Whether a component records trace events: every one with --trace or --out, one whose config
+  // says `trace: true` (`component_asks`) otherwise; none with --out --no-trace.
+  bool traces(bool component_asks) const { return !m_trace_none && (m_trace_all || component_asks); }
   // Every component's parameters, in build order, for `describe`.
   std::vector<const Component*> components() const;
   // Writes config.resolved.yaml, stats.json and (if tracing) trace.json into `dir`.

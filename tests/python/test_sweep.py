@@ -601,10 +601,11 @@ outputs: [csv]
     assert len(row["key"].split()) == 3  # each seed's points/<key>/
     assert sum(1 for p in read_csv(out / "results_by_seed.csv") if p["kernel_time_us"]) == 2
     # A run that vspyre did not finish (killed by a signal) is named as such, not as a Ctrl-C.
-    g = [t for t in vs.make_tasks(vs.load_sweep(f, vspyre), vspyre) if t["seed"] == 3]
-    rows = {t["key"]: vs.load_done(out, t) for t in vs.make_tasks(vs.load_sweep(f, vspyre), vspyre) if t["seed"] != 3}
-    agg = vs.aggregate_seeds(vs.make_tasks(vs.load_sweep(f, vspyre), vspyre), rows, {}, {"kernel_time_us"},
-                             {g[0]["key"]: "not run: vspyre was stopped by signal 9 (the next sweep runs it again)"})
+    tasks = vs.make_tasks(vs.load_sweep(f, vspyre), vspyre)
+    (killed,) = [t for t in tasks if t["seed"] == 3]
+    rows = {t["key"]: vs.load_done(out, t) for t in tasks if t is not killed}
+    agg = vs.aggregate_seeds(tasks, rows, {}, {"kernel_time_us"},
+                             {killed["key"]: "not run: vspyre was stopped by signal 9 (the next sweep runs it again)"})
     assert "seed 3: not run: vspyre was stopped by signal 9" in agg["error"]
     # A sweep without seeds into the same --out leaves no stale per-seed table.
     h = write_sweep(tmp_path, "base: @BASE@\naxes: {card.core.pt.pass_overhead: [13]}\nplans: [probe:pt]\n"
