@@ -134,7 +134,7 @@ std::optional<std::function<double(double)>> unary_fn(const std::string& op) {
   if (op == "relufwd" || op == "relu") return [](double x) { return x > 0 ? x : 0.0; };
   if (op == "silu") return [](double x) { return x / (1.0 + std::exp(-x)); };
   if (op == "gelufwd" || op == "gelu")
-    return [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); };
+    return [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); };
   return std::nullopt;
 }
 
@@ -159,7 +159,7 @@ std::optional<std::function<double(double)>> unary_deriv(const std::string& op) 
     return [](double x) { const double s = 1.0 / (1.0 + std::exp(-x)); return s + x * s * (1.0 - s); };
   if (op == "gelufwd" || op == "gelu")
     return [](double x) {
-      return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
+      return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
     };
   return std::nullopt;
 }
@@ -192,6 +192,11 @@ std::optional<std::function<double(double, double, double, double)>> binary_prop
   // max/min: the device may pick the other operand, so the larger of the two budgets.
   if (op == "maximum" || op == "minimum")
     return [](double, double, double ea, double eb) { return std::max(ea, eb); };
+  // Comparisons are flat but where they flip, which no first-order bound covers (as floor): an
+  // operand's rounding that crosses the other gives another 0/1, and the check says so.
+  if (op == "equal" || op == "notequal" || op == "greaterequal" || op == "lesserequal" || op == "greaterthan" ||
+      op == "lesserthan")
+    return [](double, double, double, double) { return 0.0; };
   return std::nullopt;
 }
 
@@ -203,6 +208,13 @@ std::optional<std::function<double(double, double)>> binary_fn(const std::string
   if (op == "realdiv" || op == "div") return [](double a, double b) { return a / b; };
   if (op == "maximum") return [](double a, double b) { return std::max(a, b); };
   if (op == "minimum") return [](double a, double b) { return std::min(a, b); };
+  // Comparisons: 1 or 0 (where, masked_fill), as vspyre::ops gives them.
+  if (op == "equal") return [](double a, double b) { return double(a == b); };
+  if (op == "notequal") return [](double a, double b) { return double(a != b); };
+  if (op == "greaterequal") return [](double a, double b) { return double(a >= b); };
+  if (op == "lesserequal") return [](double a, double b) { return double(a <= b); };
+  if (op == "greaterthan") return [](double a, double b) { return double(a > b); };
+  if (op == "lesserthan") return [](double a, double b) { return double(a < b); };
   return std::nullopt;
 }
 
@@ -234,33 +246,25 @@ RefTensor shaped(const TensorInfo& info) {
   return t;
 }
 
-// Error budget of element i (RefTensor::m): depth x m in units of eps(t.format), 0 for a kernel
-// input, expressed in units of eps(to), the format the op rounds into: an fp8 intermediate read
-// by a DL16 op carries 2^-3 / 2^-9 = 64 DL16 epsilons per fp8 epsilon of budget.
-double budget(const RefTensor& t, size_t i, fmt::DataFormat to) {
-  if (t.depth == 0) return 0.0;
-  const double b = double(t.depth) * (t.m.empty() ? std::fabs(t.v[i]) : t.m[i]);
-  const double from_eps = format_epsilon(t.format), to_eps = format_epsilon(to);
-  return from_eps > 0 && to_eps > 0 && from_eps != to_eps ? b * (from_eps / to_eps) : b;
-}
-
 // What a format's roundings are measured in, in one table: `eps`, the relative spacing of one
 // rounding (format_epsilon; 0 for a format the reference has no budget for), and `min_normal`,
 // the smallest normal magnitude: below it a rounding's error is absolute (an fp8 E4M3 subnormal
 // step is 2^-9), so a rounding into the format counts as one of at least that magnitude.
+// `max`: the largest finite magnitude (0: none the reference knows, no range check).
 struct Precision {
-  double eps, min_normal;
+  double eps, min_normal, max;
 };
 Precision precision_of(fmt::DataFormat f) {
   switch (f) {
-    case fmt::DataFormat::SEN169_FP16: return {std::ldexp(1.0, -9), std::ldexp(1.0, -30)};
-    case fmt::DataFormat::IEEE_FP16: return {std::ldexp(1.0, -10), std::ldexp(1.0, -14)};
-    case fmt::DataFormat::BFLOAT16: return {std::ldexp(1.0, -7), std::ldexp(1.0, -126)};
-    case fmt::DataFormat::IEEE_FP32: return {std::ldexp(1.0, -20), std::ldexp(1.0, -126)};
-    case fmt::DataFormat::SEN143_FP8: return {std::ldexp(1.0, -3), std::ldexp(1.0, -6)};
-    case fmt::DataFormat::SEN152_FP8: return {std::ldexp(1.0, -2), std::ldexp(1.0, -14)};
-    case fmt::DataFormat::SEN153_FP9: return {std::ldexp(1.0, -3), std::ldexp(1.0, -14)};
-    default: return {0.0, std::ldexp(1.0, -126)};
+    case fmt::DataFormat::SEN169_FP16: return {std::ldexp(1.0, -9), std::ldexp(1.0, -30), fmt::k_dl16_max_value};
+    case fmt::DataFormat::IEEE_FP16: return {std::ldexp(1.0, -10), std::ldexp(1.0, -14), 65504.0};
+    case fmt::DataFormat::BFLOAT16: return {std::ldexp(1.0, -7), std::ldexp(1.0, -126), std::ldexp(255.0, 120)};
+    case fmt::DataFormat::IEEE_FP32:
+      return {std::ldexp(1.0, -20), std::ldexp(1.0, -126), double(std::numeric_limits<float>::max())};
+    case fmt::DataFormat::SEN143_FP8: return {std::ldexp(1.0, -3), std::ldexp(1.0, -6), 448.0};
+    case fmt::DataFormat::SEN152_FP8: return {std::ldexp(1.0, -2), std::ldexp(1.0, -14), 57344.0};
+    case fmt::DataFormat::SEN153_FP9: return {std::ldexp(1.0, -3), std::ldexp(1.0, -14), 61440.0};
+    default: return {0.0, std::ldexp(1.0, -126), 0.0};
   }
 }
 
@@ -268,6 +272,28 @@ double min_normal(fmt::DataFormat f) { return precision_of(f).min_normal; }
 
 // The magnitude a rounding of v into f is measured against: |v|, at least f's smallest normal.
 double rounded(double v, fmt::DataFormat f) { return std::max(std::fabs(v), min_normal(f)); }
+
+// Error budget of element i (RefTensor::m): depth x m in units of eps(t.format), 0 for a kernel
+// input, expressed in units of eps(to), the format the op rounds into: an fp8 intermediate read
+// by a DL16 op carries 2^-3 / 2^-9 = 64 DL16 epsilons per fp8 epsilon of budget.
+double budget(const RefTensor& t, size_t i, fmt::DataFormat to) {
+  if (t.depth == 0) return 0.0;
+  // (An empty m is one rounding of |v|, at least the format's smallest normal: below it the
+  // rounding's error is absolute, and an fp8 value of 2^-10 became 0.)
+  const double b = double(t.depth) * (t.m.empty() ? rounded(t.v[i], t.format) : t.m[i]);
+  const double from_eps = format_epsilon(t.format), to_eps = format_epsilon(to);
+  return from_eps > 0 && to_eps > 0 && from_eps != to_eps ? b * (from_eps / to_eps) : b;
+}
+
+// The card accumulates a sum (reductions, matmul, convolution, pooling, statistics) in fp32, and
+// each of its n - 1 additions rounds the partial sum: in any order the result is within
+// (n - 1) x 2^-24 x sum |t| of the exact sum (first order). As a budget in eps(out) (RefTensor::m
+// times depth), to add to the op's own: a sum that cancels (a row of 2^25, 254 ones, -2^25: exact
+// 254, fp32 in index order 0) is allowed what fp32 can lose, and no more.
+double accumulation_budget(int64_t terms, double abs_sum, fmt::DataFormat out) {
+  const double eps = precision_of(out).eps;
+  return terms > 1 && eps > 0 ? double(terms - 1) * std::ldexp(abs_sum, -24) / eps : 0.0;
+}
 
 // Format conversions (value-preserving but for the rounding into the output format).
 bool is_cast(const std::string& op) {
@@ -285,6 +311,10 @@ std::optional<std::function<double(double)>> unary_fn_with_constants(const bundl
   if (op == "layernormscale") {  // one value per row (a variance); EXX2 statistics: layernorm_op
     const double eps = constant_value(s, "eps", 1e-5);
     return [eps](double x) { return 1.0 / std::sqrt(x + eps); };
+  }
+  if (op == "softplus") {  // log(1 + e^(beta x)) / beta, x itself above the threshold (torch's)
+    const double beta = constant_value(s, "softplusBeta", 1.0), thr = constant_value(s, "softplusThresh", 20.0);
+    return [beta, thr](double x) { return beta * x > thr ? x : std::log1p(std::exp(beta * x)) / beta; };
   }
   if (op == "qfp8ch" || op == "qfp8mb" || op == "qfp8wt") {
     const double scale = constant_value(s, "scaleact", 1.0);
@@ -347,21 +377,23 @@ std::optional<RefTensor> layernorm_op(const bundle::Sdsc& s, const bundle::Compu
     const bool zero_mean = name == "exx2_zeromean" || constant_value(s, "useZeroMean", 0.0) != 0.0;
     const auto ast = strides(a.size);
     const bool exact = a.depth == 0;
-    if (!exact) out.m.resize(size_t(n));
+    out.m.resize(size_t(n));  // (whatever the inputs: the fp32 accumulation's own budget)
     for (int64_t e = 0; e < n; ++e, next()) {
       const bool sq = k[size_t(ax)] == 1;
       int64_t base = 0;
       for (size_t i = 0; i < k.size(); ++i)
         if (int(i) != ax) base += k[i] * ast[i];
-      double acc = 0, acc_e = 0;
+      double acc = 0, acc_e = 0, acc_abs = 0;
       for (int64_t j = 0; j < len; ++j) {
         const size_t p = size_t(base + j * ast[size_t(ax)]);
         const double x = a.v[p];
         acc += sq ? x * x : x;
+        acc_abs += sq ? x * x : std::fabs(x);
         if (!exact) acc_e += mulz(budget(a, p, out.format), sq ? 2 * std::fabs(x) : 1.0);
       }
       out.v[size_t(e)] = !sq && zero_mean ? 0.0 : acc * scale;
-      if (!exact) out.m[size_t(e)] = (mulz(acc_e, std::fabs(scale)) + rounded(out.v[size_t(e)], out.format)) / out.depth;
+      acc_e += accumulation_budget(len, acc_abs, out.format);
+      out.m[size_t(e)] = (mulz(acc_e, std::fabs(scale)) + rounded(out.v[size_t(e)], out.format)) / out.depth;
     }
     return out;
   }
@@ -515,6 +547,33 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       one(size_t(e), size_t(bcast_off(k, c0.size, s0)), size_t(bcast_off(k, c1.size, s1)));
     return out;
   }
+  if (name == "where3" && in.size() == 3) {
+    // cond != 0 ? a : b, each broadcast to the output (torch.where, masked_fill). The value is
+    // one operand's element, rounded into the output's format: its budget, plus that rounding
+    // where the formats differ (where the condition itself moved, no bound holds, as for floor).
+    RefTensor tmp[3];
+    std::vector<const RefTensor*> c;
+    for (const RefTensor* tp : in) {
+      std::vector<int64_t> sz(out.size.size(), 1);
+      for (size_t i = 0; i < out.dims.size(); ++i) {
+        auto it = std::find(tp->dims.begin(), tp->dims.end(), out.dims[i]);
+        if (it != tp->dims.end()) sz[i] = tp->size[size_t(it - tp->dims.begin())];
+      }
+      c.push_back(&conform(*tp, out.dims, sz, tmp[c.size()]));
+    }
+    std::vector<std::vector<int64_t>> st;
+    for (const RefTensor* t : c) st.push_back(strides(t->size));
+    const bool exact = c[1]->depth == 0 && c[2]->depth == 0;
+    if (!exact) out.m.resize(size_t(n));
+    for (int64_t e = 0; e < n; ++e, next()) {
+      const bool pick_a = c[0]->v[size_t(bcast_off(k, c[0]->size, st[0]))] != 0;
+      const RefTensor& src = pick_a ? *c[1] : *c[2];
+      const size_t at = size_t(bcast_off(k, src.size, pick_a ? st[1] : st[2]));
+      out.v[size_t(e)] = src.v[at];
+      if (!exact) out.m[size_t(e)] = (budget(src, at, out.format) + rounded(out.v[size_t(e)], out.format)) / out.depth;
+    }
+    return out;
+  }
   if (const std::string r = red_kind(name); !r.empty() && !in.empty()) {
     // The input in the output's dims, at full size.
     std::vector<int64_t> sz = out.size;
@@ -546,20 +605,22 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     // budget times the other factors' magnitudes, summed. Plus |r|.
     const bool exact = a.depth == 0;
     const bool extreme = r == "max" || r == "min";
-    if (!exact) out.m.resize(size_t(n));
+    const bool summed = r == "sum" || r == "mean";  // accumulated in fp32: a budget of its own
+    if (!exact || summed) out.m.resize(size_t(n));
     for (int64_t e = 0; e < n; ++e, next()) {
       int64_t base = 0;
       for (size_t i = 0; i < k.size(); ++i) base += k[i] * ast[i];
       const bool prod = r == "prod";
       double acc = r == "max" ? -INFINITY : r == "min" ? INFINITY : prod ? 1.0 : 0.0;
       double acc_e = 0, mag = 1;  // prod: the budget so far and the factors' magnitudes so far
+      double acc_abs = 0;
       for (int64_t j = 0; j < len; ++j) {
         const size_t at = size_t(base + offsets[size_t(j)]);
         const double x = a.v[at];
         if (r == "max") acc = std::max(acc, x);
         else if (r == "min") acc = std::min(acc, x);
         else if (prod) acc *= x;
-        else acc += x;
+        else acc += x, acc_abs += std::fabs(x);
         if (exact) continue;
         if (prod) {
           acc_e = acc_e * std::fabs(x) + budget(a, at, out.format) * mag;
@@ -569,7 +630,8 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
         }
       }
       out.v[size_t(e)] = r == "mean" ? acc * scale : acc;
-      if (!exact)
+      if (summed) acc_e += accumulation_budget(len, acc_abs, out.format);
+      if (!exact || summed)
         out.m[size_t(e)] = ((r == "mean" ? mulz(acc_e, std::fabs(scale)) : acc_e) + rounded(out.v[size_t(e)], out.format)) /
                            out.depth;
     }
@@ -652,7 +714,7 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     const int64_t CIN = cin_x >= 0 ? in0.size[size_t(cin_x)] : 1;
     if (cin_x >= 0 && in1.size[size_t(cin_w)] != CIN) throw Unavailable{"the input channels of x and w differ"};
     const bool exact = in0.depth == 0 && in1.depth == 0;
-    if (!exact) out.m.resize(size_t(n));
+    out.m.resize(size_t(n));  // (whatever the inputs: the fp32 accumulation's own budget)
     for (int64_t e = 0; e < n; ++e, next()) {
       // The output coordinate's other dims (channel, batch) index x and w by name.
       int64_t xb = 0, wb = 0;
@@ -661,7 +723,8 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
         if (const int xi = at_of(in0, out.dims[i]); xi >= 0 && in0.size[size_t(xi)] > 1) xb += k[i] * xst[size_t(xi)];
         if (const int wi = at_of(in1, out.dims[i]); wi >= 0 && in1.size[size_t(wi)] > 1) wb += k[i] * wst[size_t(wi)];
       }
-      double acc = 0, acc_e = 0;
+      double acc = 0, acc_e = 0, acc_abs = 0;
+      int64_t terms = 0;
       for (int64_t y = 0; y < KH; ++y) {
         const int64_t ih = coord(oh_o) * wh.stride - wh.pad_front + y * wh.dilation;
         if (ih < 0 || ih >= H) continue;
@@ -674,13 +737,15 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
             const size_t wa = size_t(wb + (kh_w < 0 ? 0 : y * wst[size_t(kh_w)]) + x * wst[size_t(kw_w)] +
                                      (cin_w >= 0 ? c * wst[size_t(cin_w)] : 0));
             acc += in0.v[xa] * in1.v[wa];
+            acc_abs += std::fabs(in0.v[xa] * in1.v[wa]);
+            ++terms;
             if (!exact)
               acc_e += budget(in0, xa, out.format) * std::fabs(in1.v[wa]) + std::fabs(in0.v[xa]) * budget(in1, wa, out.format);
           }
         }
       }
       out.v[size_t(e)] = acc;
-      if (!exact) out.m[size_t(e)] = (acc_e + rounded(acc, out.format)) / out.depth;
+      out.m[size_t(e)] = (acc_e + accumulation_budget(terms, acc_abs, out.format) + rounded(acc, out.format)) / out.depth;
     }
     return out;
   }
@@ -706,12 +771,12 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     const bool avg = name == "avgpoolfwd", nmap_div = name == "avgpoolnmapfwd";
     const double nmap = constant_value(s, "nmap", 1.0 / double(kh * kw));
     const bool exact = in0.depth == 0;
-    if (!exact) out.m.resize(size_t(n));
+    if (!exact || avg || nmap_div) out.m.resize(size_t(n));
     for (int64_t e = 0; e < n; ++e, next()) {
       int64_t base = 0;
       for (size_t i = 0; i < k.size(); ++i)
         if (i != dh && i != dw) base += k[i] * ist[i];
-      double acc = avg || nmap_div ? 0.0 : -INFINITY, acc_e = 0;
+      double acc = avg || nmap_div ? 0.0 : -INFINITY, acc_e = 0, acc_abs = 0;
       int64_t count = 0;
       for (int64_t y = 0; y < kh; ++y) {
         const int64_t ih = k[dh] * wh.stride - wh.pad_front + y * wh.dilation;
@@ -722,14 +787,16 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
           const size_t at = size_t(base + ih * ist[dh] + iw * ist[dw]);
           const double v = in0.v[at];
           ++count;
-          if (avg || nmap_div) acc += v;
+          if (avg || nmap_div) acc += v, acc_abs += std::fabs(v);
           else acc = std::max(acc, v);
           if (!exact) acc_e = avg || nmap_div ? acc_e + budget(in0, at, out.format) : std::max(acc_e, budget(in0, at, out.format));
         }
       }
       const double scale = avg ? nmap : nmap_div ? (count ? 1.0 / double(count) : 0.0) : 1.0;
       out.v[size_t(e)] = acc * scale;
-      if (!exact) out.m[size_t(e)] = (mulz(acc_e, std::fabs(scale)) + rounded(out.v[size_t(e)], out.format)) / out.depth;
+      if (avg || nmap_div) acc_e += accumulation_budget(count, acc_abs, out.format);
+      if (!exact || avg || nmap_div)
+        out.m[size_t(e)] = (mulz(acc_e, std::fabs(scale)) + rounded(out.v[size_t(e)], out.format)) / out.depth;
     }
     return out;
   }
@@ -774,8 +841,8 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       every = std::max<int64_t>(1, n / int64_t(std::max<uint64_t>(1, opt.sample_elements)));
       out.have.assign(size_t(n), 0);
     }
-    // Error bound (not both operands kernel inputs): m = (sum_k E_a|b| + |a|E_b + |r|) / depth,
-    // with the operands' budgets E laid out like their values (0 for a kernel input).
+    // Error bound: m = (sum_k E_a|b| + |a|E_b + the fp32 accumulation's + |r|) / depth, with the
+    // operands' budgets E laid out like their values (0 for a kernel input).
     const bool exact = in0.depth == 0 && in1.depth == 0;
     std::vector<double> ea, eb;
     if (!exact) {
@@ -783,8 +850,8 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
       eb.resize(in1.v.size());
       for (size_t i = 0; i < ea.size(); ++i) ea[i] = budget(in0, i, out.format);
       for (size_t i = 0; i < eb.size(); ++i) eb[i] = budget(in1, i, out.format);
-      out.m.assign(size_t(n), 0.0);
     }
+    out.m.assign(size_t(n), 0.0);  // (whatever the inputs: the fp32 accumulation's own budget)
     const double* ebv = eb.data();
     std::vector<double> ebt;
     // B with K innermost (a transposed copy), so that the dot products run over contiguous memory.
@@ -829,22 +896,26 @@ RefTensor run_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
         oa += k[i] * sa[i];
         ob += k[i] * sb[i];
       }
-      double acc = 0;
+      double acc = 0, acc_abs = 0, acc_e = 0;
       const double* pa = in0.v.data() + oa;
       const double* pb = bv + ob;
       if (exact) {
-        for (int64_t j = 0; j < K; ++j) acc += pa[j * ka] * pb[j * kbb];
+        for (int64_t j = 0; j < K; ++j) {
+          const double p = pa[j * ka] * pb[j * kbb];
+          acc += p;
+          acc_abs += std::fabs(p);
+        }
       } else {
         const double* qa = ea.data() + oa;
         const double* qb = ebv + ob;
-        double acc_e = 0;
         for (int64_t j = 0; j < K; ++j) {
           const double x = pa[j * ka], y = pb[j * kbb];
           acc += x * y;
+          acc_abs += std::fabs(x * y);
           acc_e += qa[j * ka] * std::fabs(y) + std::fabs(x) * qb[j * kbb];
         }
-        out.m[size_t(e)] = (acc_e + rounded(acc, out.format)) / out.depth;
       }
+      out.m[size_t(e)] = (acc_e + accumulation_budget(K, acc_abs, out.format) + rounded(acc, out.format)) / out.depth;
       out.v[size_t(e)] = acc;
       if (every > 1) out.have[size_t(e)] = 1;
     }
@@ -1290,57 +1361,57 @@ RefResult reference(const std::vector<bundle::ResolvedExecution>& plan,
 
 namespace {
 
-// compare() over a tensor given in pieces: first every piece's reference values (add_ref: the
-// sum of squares behind the floor), then start(), then every piece again with its device values
-// (add). One piece, the whole tensor, is compare() itself.
+// compare() over a tensor given in pieces (add, in any order; merge: another piece's, compared
+// apart). One piece, the whole tensor, is compare() itself. The tolerance comes from the depth and
+// format of the reference, which every piece has the same.
 struct CompareAcc {
-  double ss = 0;
-  uint64_t cnt = 0;
-  double floor = 0;
   bool ok = true;
   Comparison c;
   fmt::DataFormat format = fmt::DataFormat::INVALID;
+  int depth = 0;
 
-  void add_ref(const RefTensor& ref) {
-    for (size_t i = 0; i < ref.v.size(); ++i)
-      if ((ref.have.empty() || ref.have[i]) && std::isfinite(ref.v[i])) {
-        ss += ref.v[i] * ref.v[i];
-        ++cnt;
-      }
-  }
-  void start(int depth, fmt::DataFormat f) {
-    const double rms = cnt ? std::sqrt(ss / double(cnt)) : 0.0;
-    floor = std::ldexp(rms, -6);
-    format = f;
-    c.tolerance = std::max(1, depth) * format_epsilon(f);
-  }
   void add(std::span<const float> device, const RefTensor& ref) {
+    format = ref.format;
+    depth = ref.depth;
     if (device.size() != ref.v.size()) ok = false;
     const size_t n = std::min(device.size(), ref.v.size());
+    const Precision pr = precision_of(format);
+    const double top = pr.max > 0 ? pr.max : INFINITY;
+    // DL16 has one code for NaN and infinity, which reads back as an infinity (or as NaN, by
+    // fmt::Dl16Rules): either stands for a NaN, and for an infinity.
+    const bool merged = format == fmt::DataFormat::SEN169_FP16;
+    auto fail = [&] { ok = false, c.norm_err = INFINITY; };
     for (size_t i = 0; i < n; ++i) {
       if (!ref.have.empty() && !ref.have[i]) continue;
       ++c.compared;
       const double r = ref.v[i], d = double(device[i]);
-      if (std::isnan(r) || std::isnan(d)) {
-        if (std::isnan(r) != std::isnan(d)) ok = false, c.norm_err = INFINITY;
+      if (std::isnan(r)) {  // sqrt(-1), 0/0, inf - inf
+        if (!std::isnan(d) && !(merged && std::isinf(d))) fail();
         continue;
       }
-      if (std::isinf(r) || std::isinf(d)) {
-        if (r != d) ok = false, c.norm_err = INFINITY;
+      if (std::isinf(r) || std::fabs(r) > top) {
+        // Beyond the format's range: its largest finite value (saturation) or an infinity (an
+        // fp32 step overflowed first, or the format does not saturate), of the reference's sign.
+        const bool beyond = !std::isnan(d) && std::signbit(d) == std::signbit(r) && std::fabs(d) >= top;
+        if (!beyond && !(merged && std::isnan(d))) fail();
+        continue;
+      }
+      if (std::isnan(d) || std::isinf(d)) {
+        fail();
         continue;
       }
       const double e = std::fabs(d - r);
       c.max_abs = std::max(c.max_abs, e);
       if (r != 0) c.max_rel = std::max(c.max_rel, e / std::fabs(r));
       // The magnitude that got rounded on the way: the error bound m, at least |r| (a NaN bound
-      // falls back to |r|, today's single-rounding check).
+      // falls back to |r|, the single-rounding check), at least the format's smallest normal.
       const double mi = ref.m.empty() ? 0.0 : ref.m[i];
-      const double den = std::max(mi > std::fabs(r) ? mi : std::fabs(r), min_normal(format)) + floor;
+      const double den = std::max(mi > std::fabs(r) ? mi : std::fabs(r), min_normal(format));
       c.norm_err = std::max(c.norm_err, den > 0 ? e / den : (e > 0 ? INFINITY : 0.0));
     }
   }
-  // The comparison of another piece, added after start() (the same floor and tolerance).
   void merge(const CompareAcc& o) {
+    if (o.c.compared) format = o.format, depth = o.depth;
     ok = ok && o.ok;
     c.compared += o.c.compared;
     c.max_abs = std::max(c.max_abs, o.c.max_abs);
@@ -1348,6 +1419,7 @@ struct CompareAcc {
     c.norm_err = std::max(c.norm_err, o.c.norm_err);
   }
   Comparison finish() {
+    c.tolerance = std::max(1, depth) * format_epsilon(format);
     c.pass = ok && c.compared > 0 && c.norm_err <= c.tolerance;
     return c;
   }
@@ -1453,9 +1525,9 @@ std::optional<StreamPlan> stream_plan(const std::vector<bundle::ResolvedExecutio
 
 Comparison compare(std::span<const float> device, const RefTensor& ref) {
   CompareAcc a;
-  a.add_ref(ref);
-  a.start(ref.depth, ref.format);
   a.add(device, ref);
+  a.format = ref.format;  // (an empty tensor's tolerance too)
+  a.depth = ref.depth;
   return a.finish();
 }
 
@@ -1512,7 +1584,6 @@ std::optional<StreamedCheck> check_streamed(const std::vector<bundle::ResolvedEx
   struct Part {
     int64_t lo = 0, hi = 0;
     std::map<size_t, CompareAcc> acc;
-    std::map<size_t, int> depth;
     std::map<Key, std::string> broken;
     std::vector<uint8_t> raw;
     std::vector<float> f32;
@@ -1529,8 +1600,9 @@ std::optional<StreamedCheck> check_streamed(const std::vector<bundle::ResolvedEx
     fmt::convert(info.format, p.raw.data(), fmt::DataFormat::IEEE_FP32, p.f32.data(), size_t(n));
     if (out) out->assign(p.f32.begin(), p.f32.end());
   };
-  // Pass 0: the reference's sums of squares (and depths); pass 1: the comparison.
-  auto run = [&](Part& p, int pass) {
+  // One pass: each chunk's reference, then its comparison (the tolerance needs only the depth
+  // and format, CompareAcc::finish).
+  auto run = [&](Part& p) {
     for (int64_t e0 = p.lo; e0 < p.hi; e0 += chunk) {
       const int64_t n = std::min(chunk, p.hi - e0);
       std::map<Key, RefTensor> val;  // this chunk of every tensor, in image order
@@ -1581,15 +1653,8 @@ std::optional<StreamedCheck> check_streamed(const std::vector<bundle::ResolvedEx
       for (const auto& [k, key] : sp.outputs) {
         auto it = val.find(key);
         if (it == val.end()) continue;
-        CompareAcc& a = p.acc[k];
-        if (pass == 0) {
-          a.add_ref(it->second);
-          p.depth[k] = it->second.depth;
-          a.format = it->second.format;
-        } else {
-          read(p, kernel[k].info, e0, n, nullptr);
-          a.add(p.f32, it->second);
-        }
+        read(p, kernel[k].info, e0, n, nullptr);
+        p.acc[k].add(p.f32, it->second);
       }
     }
   };
@@ -1597,10 +1662,10 @@ std::optional<StreamedCheck> check_streamed(const std::vector<bundle::ResolvedEx
   Part parts[2];
   parts[0].hi = parts[1].lo = std::min(total, chunks / 2 * chunk);
   parts[1].hi = total;
-  auto both = [&](int pass) {
+  auto both = [&] {
     auto guarded = [&](Part& p) {
       try {
-        run(p, pass);
+        run(p);
       } catch (...) {
         p.error = std::current_exception();
       }
@@ -1616,25 +1681,15 @@ std::optional<StreamedCheck> check_streamed(const std::vector<bundle::ResolvedEx
     for (const Part& p : parts)
       if (p.error) std::rethrow_exception(p.error);
   };
-  both(0);
+  both();
   StreamedCheck res;
-  std::map<size_t, CompareAcc> start;  // every output's floor and tolerance, from both halves
-  for (const Part& p : parts)
-    for (const auto& [k, a] : p.acc) {
-      CompareAcc& s0 = start[k];
-      s0.ss += a.ss;
-      s0.cnt += a.cnt;
-      s0.format = a.format;
-      res.depth[k] = p.depth.at(k);
-    }
-  for (auto& [k, a] : start) a.start(res.depth[k], a.format);
-  for (Part& p : parts) p.acc = start;
-  both(1);
   for (const auto& [k, key] : sp.outputs) {
-    if (start.count(k)) {
-      CompareAcc all = start[k];
-      for (const Part& p : parts) all.merge(p.acc.at(k));
+    if (parts[0].acc.count(k) || parts[1].acc.count(k)) {
+      CompareAcc all;
+      for (const Part& p : parts)
+        if (auto it = p.acc.find(k); it != p.acc.end()) all.merge(it->second);
       res.outputs[k] = all.finish();
+      res.depth[k] = all.depth;
     } else {
       std::string why = "not computed";
       for (const Part& p : parts)

@@ -64,8 +64,11 @@ struct Comparison {
   uint64_t compared = 0;
   double max_abs = 0;      // max |device - reference|
   double max_rel = 0;      // max |device - reference| / |reference| over nonzero references
-  // max |d - r| / (max(m, |r|) + 2^-6 rms(r)), m the reference's error bound (RefTensor::m):
-  // the error relative to the magnitudes that got rounded on the way. What the tolerance bounds.
+  // max |d - r| / max(m, |r|, the format's smallest normal), m the reference's error bound
+  // (RefTensor::m): the error relative to the magnitudes that got rounded on the way. What the
+  // tolerance bounds. Where the reference is NaN the device must give NaN or, in DL16, the merged
+  // NaN/inf code; beyond the format's largest finite value (or infinite), its largest value or
+  // an infinity of the same sign; anything else gives inf.
   double norm_err = 0;
   double tolerance = 0;    // depth x one unit in the last place of the format (relative)
   bool pass = false;
@@ -89,8 +92,7 @@ Comparison compare(std::span<const float> device, const RefTensor& ref);
 //  - every kernel output is in that shape and layout.
 // Each op is computed as reference() computes it (the same functions, error bounds and
 // roundings) on the chunk's elements in image order; the comparison's maxima are those of
-// compare() on the whole tensors, its rms (of the reference, for the floor) is summed in image
-// order. Call it after exec::run. nullopt: the plan does not qualify (use reference()).
+// compare() on the whole tensors. Call it after exec::run. nullopt: the plan does not qualify (use reference()).
 struct StreamedCheck {
   std::map<size_t, Comparison> outputs;       // by position in `kernel`, as RefResult::outputs
   std::map<size_t, int> depth;                // the reference's roundings of each (RefTensor::depth)

@@ -119,7 +119,10 @@ inline uint32_t encode(T x, bool saturate, bool ties_away) {
   if constexpr (F::special == Special::finite_nan) special = saturate ? F::max_code : F::nan_code;
   special = a > FB::inf_bits ? F::nan_code : special;
   code = a >= FB::inf_bits ? special : code;
-  return sign | code;
+  // A NaN's sign means nothing, and the host's differs (x86's default NaN is negative, aarch64's
+  // positive): every NaN gets the positive code, so that where the format merges NaN with
+  // infinity (DL16) a computed NaN reads back as the same infinity on every machine.
+  return (a > FB::inf_bits ? 0u : sign) | code;
 }
 
 template <class F, class T>

@@ -414,12 +414,15 @@ void unary(Unary op, const TensorView& in_view, const TensorView& out, const Att
     case Unary::sigmoid: apply(sigmoidf); break;
     case Unary::gelu:
       if (attrs.gelu_tanh)
+        // 0.5 x (1 + tanh(z)) = x sigmoid(2z): no 1 + tanh(z) to cancel to nothing for x << 0.
         apply([](float x) {
           const float k = 0.7978845608028654f;  // sqrt(2/pi)
-          return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+          return x * sigmoidf(2.0f * k * (x + 0.044715f * x * x * x));
         });
       else
-        apply([](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); });
+        // 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2): 1 + erf cancels in fp32 below
+        // x = -4 (gelu(-5.65) = -4.6e-8 came out as 0), erfc does not.
+        apply([](float x) { return 0.5f * x * std::erfc(x * -0.7071067811865476f); });
       break;
     case Unary::silu: apply([](float x) { return x * sigmoidf(x); }); break;
     case Unary::relu: apply([](float x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0f); }); break;
