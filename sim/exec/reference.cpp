@@ -1073,7 +1073,48 @@ const Stored::Device& device_form(Stored& s) {
 // rows of a zero-filled, padded buffer), the sticks it does not touch keep the stored tensor's
 // values in its device form, as memory keeps them; a reader with the writer's own view still
 // reads the written tensor as it is. Sampled tensors (`have`) are replaced outright.
+void put_at(std::map<Key, Stored>& store, const Key& k, Stored s);
+
+// Before `s` is stored at HBM key k: tensors stored earlier at higher addresses inside its image,
+// in its format, fill the elements its write leaves unwritten, as memory keeps them (torch-spyre
+// pads a matmul's K by writing the padding rows, a broadcast constant, at base + 200 rows, then
+// the 200 rows at base, and the matmul reads all 256 from base). They stay stored where they are.
+void overlay_inner(std::map<Key, Stored>& store, const Key& k, Stored& s) {
+  if (k.lx || s.image_elements == numel(s.size) || !s.t.have.empty()) return;
+  const int bits = fmt::bits_per_element(s.format);
+  if (bits <= 0 || bits % 8) return;
+  const uint64_t end = k.addr + uint64_t(s.image_elements) * uint64_t(bits / 8);
+  std::vector<std::pair<uint64_t, Stored*>> inner;
+  for (auto it = store.upper_bound(Key{false, k.addr, ~0u}); it != store.end() && !it->first.lx && it->first.addr < end;
+       ++it)
+    if (it->second.format == s.format && it->second.t.have.empty() && (it->first.addr - k.addr) % uint64_t(bits / 8) == 0)
+      inner.emplace_back((it->first.addr - k.addr) / uint64_t(bits / 8), &it->second);
+  if (inner.empty()) return;
+  device_form(s);
+  Stored::Device& nd = *s.device;
+  std::vector<uint8_t> written(nd.v.size(), 0);
+  for_each_device_index(written_info(s), [&](int64_t, int64_t d) { written[size_t(d)] = 1; });
+  for (auto& [off, o] : inner) {
+    const Stored::Device& od = device_form(*o);
+    if (nd.m.empty() != od.m.empty() && nd.m.empty()) {
+      nd.m.resize(nd.v.size());
+      for (size_t d = 0; d < nd.v.size(); ++d) nd.m[d] = std::fabs(nd.v[d]);
+    }
+    for (size_t d = 0; d < od.v.size() && off + d < nd.v.size(); ++d) {
+      if (written[off + d] || std::isnan(od.v[d])) continue;
+      nd.v[off + d] = od.v[d];
+      if (!nd.m.empty()) nd.m[off + d] = od.m.empty() ? std::fabs(od.v[d]) : od.m[d];
+    }
+    s.t.depth = std::max(s.t.depth, o->t.depth);
+  }
+}
+
 void put(std::map<Key, Stored>& store, const Key& k, Stored s) {
+  overlay_inner(store, k, s);
+  put_at(store, k, std::move(s));
+}
+
+void put_at(std::map<Key, Stored>& store, const Key& k, Stored s) {
   auto it = store.find(k);
   if (it == store.end() || it->second.format != s.format || it->second.image_elements != s.image_elements ||
       numel(s.size) >= numel(it->second.size) || !it->second.t.have.empty() || !s.t.have.empty()) {

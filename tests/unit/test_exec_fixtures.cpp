@@ -1024,3 +1024,110 @@ TEST_CASE("exec: npy files round-trip and bad ones are rejected by name", "[exec
     CHECK(std::string(e.what()).find("bad.npy") != std::string::npos);
   }
 }
+
+namespace {
+
+exec::RefTensor ref_of(std::vector<double> v, fmt::DataFormat f) {
+  exec::RefTensor t;
+  t.dims = {"e"};
+  t.size = {int64_t(v.size())};
+  t.v = std::move(v);
+  t.depth = 1;
+  t.format = f;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("reference: NaN and results beyond the format's range are judged by the format's rules", "[exec][reference]") {
+  const float inf = std::numeric_limits<float>::infinity(), nanf = std::numeric_limits<float>::quiet_NaN();
+  const double nan = std::numeric_limits<double>::quiet_NaN(), top = fmt::k_dl16_max_value;
+  const auto dl16 = fmt::DataFormat::SEN169_FP16, fp32 = fmt::DataFormat::IEEE_FP32;
+  using F = std::vector<float>;
+  // NaN (sqrt(-1), 0/0): DL16's merged NaN/inf code, read back as an infinity of either sign (or
+  // as NaN, fmt::Dl16Rules), is the answer; a number is not. These were FAIL with err inf.
+  CHECK(exec::compare(F{inf, -inf, nanf}, ref_of({nan, nan, nan}, dl16)).pass);
+  CHECK_FALSE(exec::compare(F{1.0f}, ref_of({nan}, dl16)).pass);
+  // In fp32 NaN and infinity are different codes.
+  CHECK(exec::compare(F{nanf}, ref_of({nan}, fp32)).pass);
+  CHECK_FALSE(exec::compare(F{inf}, ref_of({nan}, fp32)).pass);
+  // Beyond the largest finite value: the card saturates (or an fp32 step overflowed first), of the
+  // reference's sign.
+  CHECK(exec::compare(F{float(top), inf}, ref_of({2e10, 1e300}, dl16)).pass);
+  CHECK(exec::compare(F{-float(top)}, ref_of({-std::numeric_limits<double>::infinity()}, dl16)).pass);
+  CHECK(exec::compare(F{inf}, ref_of({1e39}, fp32)).pass);
+  CHECK_FALSE(exec::compare(F{-float(top)}, ref_of({2e10}, dl16)).pass);
+  CHECK_FALSE(exec::compare(F{1e9f}, ref_of({2e10}, dl16)).pass);
+  CHECK_FALSE(exec::compare(F{nanf}, ref_of({2e10}, fp32)).pass);
+  // Within range, an infinity or NaN is wrong.
+  CHECK_FALSE(exec::compare(F{inf}, ref_of({1.0}, dl16)).pass);
+  CHECK_FALSE(exec::compare(F{nanf}, ref_of({1.0}, fp32)).pass);
+  // One large element does not widen the others' allowance: 1.01 for 1 passed beside 1e6 when
+  // the check allowed 2^-6 of the tensor's rms everywhere.
+  CHECK(exec::compare(F{1e6f, 1.0f}, ref_of({1e6, 1.0}, dl16)).pass);
+  CHECK_FALSE(exec::compare(F{1e6f, 1.01f}, ref_of({1e6, 1.0}, dl16)).pass);
+}
+
+TEST_CASE("reference: a sum is allowed what its fp32 accumulation can lose, and no more", "[exec][reference]") {
+  // Row 0 of x.sum(-1) is 2^25, 2046 ones, -2^25: exactly 2046, but an fp32 accumulator at 2^25
+  // drops each 1 (its spacing there is 4). The device's answer is within (n - 1) 2^-24 sum|t|
+  // (about 8200) of 2046; the single-rounding check failed it. Off by 2^20 it is caught, and so
+  // is a row of random values off by twice its allowance, or given another row's sum. (The bound
+  // is the worst case: on a random row of 2048 it is about 8 ulps of the sum, where fp32's actual
+  // error is well under one.)
+  const auto lb = bundle::load_bundle(k_captured / "sum_4096x2048_c32");
+  std::vector<float> x = exec::random_values(11, 0, size_t(4096) * 2048);
+  x[0] = 33554432.0f;
+  for (size_t j = 1; j + 1 < 2048; ++j) x[j] = 1.0f;
+  x[2047] = -33554432.0f;
+  const Inputs in{{0, x}};
+  const Outcome good = check(lb, lb, 7, in, [](size_t, std::vector<float>&) {});
+  INFO(good.report);
+  REQUIRE(good.cmps.count(1));
+  CHECK(good.cmps.at(1).pass);
+  const exec::RefTensor& r = good.refs.at(1);
+  CHECK(r.v[0] == 2046.0);
+  REQUIRE(r.m.size() == r.v.size());
+  CHECK(r.m[0] * r.depth * std::ldexp(1.0, -9) > 2046.0);  // the budget covers losing every 1
+  CHECK(r.m[0] * r.depth * std::ldexp(1.0, -9) < 2.0 * 8200.0);
+  const Outcome far = check(lb, lb, 7, in, [](size_t arg, std::vector<float>& out) {
+    if (arg == 1) out[0] += 1048576.0f;
+  });
+  CHECK_FALSE(far.cmps.at(1).pass);
+  const double allowance = std::max(r.m[5], std::fabs(r.v[5])) * r.depth * std::ldexp(1.0, -9);
+  const Outcome row = check(lb, lb, 7, in, [&](size_t arg, std::vector<float>& out) {
+    if (arg == 1) out[5] = float(r.v[5] + 2 * allowance);
+  });
+  CHECK_FALSE(row.cmps.at(1).pass);
+  const Outcome swapped = check(lb, lb, 7, in, [](size_t arg, std::vector<float>& out) {
+    if (arg == 1) out[5] = out[6];
+  });
+  CHECK_FALSE(swapped.cmps.at(1).pass);
+}
+
+TEST_CASE("reference: torch.where picks the operand its condition names, and the check sees a wrong pick", "[exec][reference]") {
+  // where_gt: greaterthan, then where3 (the compiler's torch.where(x > 0, x, y)); masked_fill:
+  // lesserthan, identity, where3. Both ran with no double reference before ("not checked").
+  for (const char* name : {"where_gt_128x256_c32", "masked_fill_lt_128x256_c32"}) {
+    INFO(name);
+    const auto lb = bundle::load_bundle(k_captured / name);
+    const Outcome good = check(lb, lb, 7, {}, [](size_t, std::vector<float>&) {});
+    INFO(good.report);
+    CHECK(good.checked == 1);
+    CHECK(good.passed == 1);
+  }
+  const auto lb = bundle::load_bundle(k_captured / "where_gt_128x256_c32");
+  const Outcome good = check(lb, lb, 7, {}, [](size_t, std::vector<float>&) {});
+  const auto& x = good.inputs.at(0);
+  const auto& y = good.inputs.at(2);
+  const auto& out = good.outputs.at(3);
+  size_t at = 0;
+  while (at < out.size() && x[at] == y[at]) ++at;
+  REQUIRE(at < out.size());
+  const float other = out[at] == x[at] ? y[at] : x[at];
+  const Outcome bad = check(lb, lb, 7, {}, [&](size_t arg, std::vector<float>& o) {
+    if (arg == 3) o[at] = other;
+  });
+  INFO(bad.report);
+  CHECK_FALSE(bad.cmps.at(3).pass);
+}

@@ -179,6 +179,33 @@ TEST_CASE("ops: unary math matches double reference in DL16") {
   CHECK(BO.at(1) == std::numeric_limits<double>::infinity());  // fp32 inf: the NaN/inf code
 }
 
+TEST_CASE("ops: gelu keeps its relative precision far below zero, in both forms") {
+  // 0.5 x (1 + erf(x / sqrt 2)) in fp32 cancelled to 0 for x below about -4.4 (gelu(-5.65) =
+  // -4.6e-8 came out as -0.0), and the tanh form the same way: the result has a few fp32 ulps of
+  // relative error, down to x = -9 (Phi(-9) = 1e-19).
+  std::vector<double> x;
+  for (double v = -9.0; v <= -3.0; v += 0.125) x.push_back(v);
+  const int64_t n = int64_t(x.size());
+  Buf I(DataFormat::SEN169_FP16, {n}, x), O(DataFormat::IEEE_FP32, {n});
+  ops::unary(ops::Unary::gelu, I.v(), O.v());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double ref = 0.5 * x[i] * std::erfc(-x[i] / std::sqrt(2.0));
+    INFO("erf form, x " << x[i] << " got " << O.at(i) << " ref " << ref);
+    CHECK(O.at(i) < 0);
+    CHECK(std::fabs(O.at(i) - ref) <= 1e-5 * std::fabs(ref));
+  }
+  ops::Attrs at;
+  at.gelu_tanh = true;
+  ops::unary(ops::Unary::gelu, I.v(), O.v(), at);
+  for (size_t i = 0; i < x.size(); ++i) {
+    // 0.5 x (1 + tanh z) = x / (1 + e^(-2z)), which double evaluates without cancelling.
+    const double z = std::sqrt(2 / M_PI) * (x[i] + 0.044715 * x[i] * x[i] * x[i]);
+    const double ref = x[i] / (1 + std::exp(-2 * z));
+    INFO("tanh form, x " << x[i] << " got " << O.at(i) << " ref " << ref);
+    if (ref < -1e-37) CHECK(std::fabs(O.at(i) - ref) <= 1e-4 * std::fabs(ref));  // (fp32's normal range)
+  }
+}
+
 TEST_CASE("ops: strided views, where3, fnms") {
   // A transposed input view: a [3,5] buffer read as its [5,3] transpose.
   const auto a = randv(15, -4, 4, DataFormat::SEN169_FP16, 7);
