@@ -625,7 +625,7 @@ nlohmann::json run_data(const Args& a, const bundle::LoadedBundle& lb,
                                                    {"total_seconds", total}}
                                 : nlohmann::json(nullptr)}};
   } catch (const exec::ExecError& e) {
-    throw InputError(e.what());
+    throw InputError(with_bundle_path(a.positional[0], e.what()));
   }
 }
 
@@ -731,8 +731,14 @@ int cmd_run(Args a) {
     guard.emplace(a, reads);
     bindings = plan::default_bindings(lb);
     resolved = bundle::resolve(lb, bindings, limits);
+    // Every HBM tensor's per-core start addresses must fit one tensor in its stick layout, timed
+    // or computed: a bundle the data run refuses is not timed either (nor compiled by
+    // dxp_standalone, which checks the same).
+    if (a.no_data) exec::kernel_tensors(lb, resolved, bindings);
     plan::lower(lb, resolved, params, p);
   } catch (const bundle::LoadError& e) {
+    throw InputError(with_bundle_path(a.positional[0], e.what()));
+  } catch (const exec::ExecError& e) {
     throw InputError(with_bundle_path(a.positional[0], e.what()));
   } catch (const plan::LowerError& e) {
     throw InputError(e.what());

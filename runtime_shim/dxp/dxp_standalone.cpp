@@ -21,6 +21,7 @@
 #include "flex/flex.hpp"
 #include "program_image.h"
 #include "sim/bundle/bundle.h"
+#include "sim/exec/exec.h"
 #include "sim/plan/lower.h"
 
 namespace fs = std::filesystem;
@@ -101,7 +102,15 @@ int compile(const std::string& dir, const std::string& out_dir, bool chosen) {
   // Validate: parse + static checks, then one binding at made-up addresses (unroll, alignment).
   namespace bundle = vspyre::bundle;
   const bundle::LoadedBundle lb = bundle::load_bundle(dir);
-  bundle::resolve(lb, vspyre::plan::default_bindings(lb));
+  const bundle::Bindings bindings = vspyre::plan::default_bindings(lb);
+  const auto resolved = bundle::resolve(lb, bindings);
+  // Each HBM tensor's per-core start addresses must fit one tensor in its stick layout, as the
+  // card's data path maps them: refused here, torch.compile fails at once, not at the launch.
+  try {
+    vspyre::exec::kernel_tensors(lb, resolved, bindings);
+  } catch (const vspyre::exec::ExecError& e) {
+    throw bundle::LoadError(e.what());
+  }
 
   // The image embeds exactly the texts that were validated.
   vspyre::shim::ProgramImage img;

@@ -260,6 +260,30 @@ TEST_CASE("exec cli: a failed check says its error is over the tolerance", "[exe
   CHECK(s.out.find("data check: PASS") != std::string::npos);
 }
 
+TEST_CASE("exec cli: start addresses that fit no one tensor are refused with data and without", "[exec][cli]") {
+  // Core 1's start moved by one stick: the data run refused it, --no-data timed it.
+  TempDir t;
+  const fs::path src = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles" / "neg_2048x1024_c32";
+  const fs::path d = t.dir / "neg";
+  fs::create_directory(d);
+  for (const auto& e : fs::directory_iterator(src)) fs::copy_file(e.path(), d / e.path().filename());
+  std::string mlir = slurp(d / "bundle.mlir");
+  const std::string from = "%arg_0_core_offset_8192 = arith.constant 8192 ";
+  REQUIRE(mlir.find(from) != std::string::npos);
+  mlir.replace(mlir.find(from), from.size(), "%arg_0_core_offset_8192 = arith.constant 8320 ");
+  std::ofstream(d / "bundle.mlir") << mlir;
+  for (const bool data : {true, false}) {
+    INFO((data ? "with data" : "--no-data"));
+    std::vector<std::string> args{d.string()};
+    if (!data) args.push_back("--no-data");
+    const Result r = vspyre_run(args);
+    CHECK(r.code == 1);
+    CHECK(r.err.find(d.string()) != std::string::npos);
+    CHECK(r.err.find("sdsc_0.json") != std::string::npos);
+    CHECK(r.err.find("do not fit one tensor") != std::string::npos);
+  }
+}
+
 TEST_CASE("exec cli: views of an argument (%arg_N + offset) are kernel tensors of their own", "[exec][cli]") {
   auto captured = [](const char* name) {
     return (fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "captured" / name).string();

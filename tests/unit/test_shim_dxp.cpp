@@ -208,6 +208,24 @@ TEST_CASE("shim: dxp_standalone rejects a bad bundle with the loader's one-line 
   CHECK(r.err.find("sdsc_0.json") != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 
+  // Per-core start addresses that fit no one tensor in the stick layout (core 1's moved a stick):
+  // refused here, where it was accepted and failed only when the kernel ran with data (torch-spyre
+  // wrote one such fp8 kernel: 4x96x192 quantised over a 256-wide iteration space).
+  const fs::path f = copy_fixture(t, "add_2048x1024_c32");
+  {
+    std::string mlir = slurp(f / "bundle.mlir");
+    const std::string from = "%arg_0_core_offset_8192 = arith.constant 8192 ";
+    REQUIRE(mlir.find(from) != std::string::npos);
+    mlir.replace(mlir.find(from), from.size(), "%arg_0_core_offset_8192 = arith.constant 8320 ");
+    std::ofstream(f / "bundle.mlir") << mlir;
+  }
+  r = run_dxp("-d " + f.string(), t);
+  CHECK(r.status == 1);
+  CHECK(r.err.find("sdsc_0.json") != std::string::npos);
+  CHECK(r.err.find("do not fit one tensor") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(f / "spyreCodeDir"));
+
   CHECK(run_dxp("-d " + (t.dir / "missing").string(), t).status == 1);
   r = run_dxp("", t);
   CHECK(r.status == 2);
