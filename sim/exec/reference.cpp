@@ -131,7 +131,8 @@ std::optional<std::function<double(double)>> unary_fn(const std::string& op) {
   if (op == "reciprocal") return [](double x) { return 1.0 / x; };
   if (op == "tanh") return [](double x) { return std::tanh(x); };
   if (op == "sigmoid" || op == "fastsigmoid") return [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
-  if (op == "relufwd" || op == "relu") return [](double x) { return x > 0 ? x : 0.0; };
+  // (A NaN passes through, as vspyre::ops gives it: relu(sqrt(-1)) is not 0.)
+  if (op == "relufwd" || op == "relu") return [](double x) { return x > 0 || std::isnan(x) ? x : 0.0; };
   if (op == "silu") return [](double x) { return x / (1.0 + std::exp(-x)); };
   if (op == "gelufwd" || op == "gelu")
     return [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); };
@@ -206,8 +207,8 @@ std::optional<std::function<double(double, double)>> binary_fn(const std::string
   if (op == "revsub") return [](double a, double b) { return b - a; };
   if (op == "mul") return [](double a, double b) { return a * b; };
   if (op == "realdiv" || op == "div") return [](double a, double b) { return a / b; };
-  if (op == "maximum") return [](double a, double b) { return std::max(a, b); };
-  if (op == "minimum") return [](double a, double b) { return std::min(a, b); };
+  if (op == "maximum") return [](double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); };
+  if (op == "minimum") return [](double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); };
   // Comparisons: 1 or 0 (where, masked_fill), as vspyre::ops gives them.
   if (op == "equal") return [](double a, double b) { return double(a == b); };
   if (op == "notequal") return [](double a, double b) { return double(a != b); };
@@ -248,15 +249,18 @@ RefTensor shaped(const TensorInfo& info) {
 
 // What a format's roundings are measured in, in one table: `eps`, the relative spacing of one
 // rounding (format_epsilon; 0 for a format the reference has no budget for), and `min_normal`,
-// the smallest normal magnitude: below it a rounding's error is absolute (an fp8 E4M3 subnormal
-// step is 2^-9), so a rounding into the format counts as one of at least that magnitude.
+// the magnitude below which a rounding's error is absolute (an fp8 E4M3 subnormal step is 2^-9,
+// eps x its smallest normal 2^-6; DL16 flushes to zero, so eps x min_normal is its smallest
+// value), so a rounding into the format counts as one of at least that magnitude.
 // `max`: the largest finite magnitude (0: none the reference knows, no range check).
 struct Precision {
   double eps, min_normal, max;
 };
 Precision precision_of(fmt::DataFormat f) {
   switch (f) {
-    case fmt::DataFormat::SEN169_FP16: return {std::ldexp(1.0, -9), std::ldexp(1.0, -30), fmt::k_dl16_max_value};
+    // DL16 has no subnormals: a magnitude under 2^-31 (1 + 2^-10) becomes 0, an error of up to
+    // 2^-31 however small the value, which is eps x 2^-22 (gelu(-6.4) = -4.5e-10 comes out 0).
+    case fmt::DataFormat::SEN169_FP16: return {std::ldexp(1.0, -9), std::ldexp(1.0, -22), fmt::k_dl16_max_value};
     case fmt::DataFormat::IEEE_FP16: return {std::ldexp(1.0, -10), std::ldexp(1.0, -14), 65504.0};
     case fmt::DataFormat::BFLOAT16: return {std::ldexp(1.0, -7), std::ldexp(1.0, -126), std::ldexp(255.0, 120)};
     case fmt::DataFormat::IEEE_FP32:

@@ -1062,6 +1062,10 @@ TEST_CASE("reference: NaN and results beyond the format's range are judged by th
   // Within range, an infinity or NaN is wrong.
   CHECK_FALSE(exec::compare(F{inf}, ref_of({1.0}, dl16)).pass);
   CHECK_FALSE(exec::compare(F{nanf}, ref_of({1.0}, fp32)).pass);
+  // DL16 has no subnormals: a result under 2^-31 (1 + 2^-10) is 0 on the card (gelu(-6.41) =
+  // -4.5e-10), an absolute error the check allows there and only there.
+  CHECK(exec::compare(F{0.0f}, ref_of({-4.5e-10}, dl16)).pass);
+  CHECK_FALSE(exec::compare(F{0.0f}, ref_of({-1e-8}, dl16)).pass);
   // One large element does not widen the others' allowance: 1.01 for 1 passed beside 1e6 when
   // the check allowed 2^-6 of the tensor's rms everywhere.
   CHECK(exec::compare(F{1e6f, 1.0f}, ref_of({1e6, 1.0}, dl16)).pass);
