@@ -1096,8 +1096,10 @@ void overlay_inner(std::map<Key, Stored>& store, const Key& k, Stored& s) {
   if (inner.empty()) return;
   device_form(s);
   Stored::Device& nd = *s.device;
-  std::vector<uint8_t> written(nd.v.size(), 0);
-  for_each_device_index(written_info(s), [&](int64_t, int64_t d) { written[size_t(d)] = 1; });
+  // The executor writes whole sticks (padding lanes zero): a stick the write reaches is all its.
+  const size_t eps = size_t(fmt::k_stick_bytes * 8 / bits);
+  std::vector<uint8_t> touched(nd.v.size() / eps + 1, 0);
+  for_each_device_index(written_info(s), [&](int64_t, int64_t d) { touched[size_t(d) / eps] = 1; });
   for (auto& [off, o] : inner) {
     const Stored::Device& od = device_form(*o);
     if (nd.m.empty() != od.m.empty() && nd.m.empty()) {
@@ -1105,7 +1107,7 @@ void overlay_inner(std::map<Key, Stored>& store, const Key& k, Stored& s) {
       for (size_t d = 0; d < nd.v.size(); ++d) nd.m[d] = std::fabs(nd.v[d]);
     }
     for (size_t d = 0; d < od.v.size() && off + d < nd.v.size(); ++d) {
-      if (written[off + d] || std::isnan(od.v[d])) continue;
+      if (touched[(off + d) / eps] || std::isnan(od.v[d])) continue;
       nd.v[off + d] = od.v[d];
       if (!nd.m.empty()) nd.m[off + d] = od.m.empty() ? std::fabs(od.v[d]) : od.m[d];
     }
