@@ -64,7 +64,7 @@ struct Comparison {
   uint64_t compared = 0;
   double max_abs = 0;      // max |device - reference|
   double max_rel = 0;      // max |device - reference| / |reference| over nonzero references
-  // max |d - r| / max(m, |r|, the format's smallest normal), m the reference's error bound
+  // max |d - r| / max(m, |r|) (at least the format's floor under its tiny, reference.cpp), m the reference's error bound
   // (RefTensor::m): the error relative to the magnitudes that got rounded on the way. What the
   // tolerance bounds. Where the reference is NaN the device must give NaN or, in DL16, the merged
   // NaN/inf code; beyond the format's largest finite value (or infinite), its largest value or
