@@ -108,6 +108,17 @@ const RefTensor& conform(const RefTensor& src, const std::vector<std::string>& d
   return out;
 }
 
+// An elementwise operand in the output's dims: its own size along each dim it has, 1 (to
+// broadcast) along the others (conform; `tmp` holds it when a copy is needed).
+const RefTensor& in_output_dims(const RefTensor& t, const RefTensor& out, RefTensor& tmp) {
+  std::vector<int64_t> sz(out.size.size(), 1);
+  for (size_t i = 0; i < out.dims.size(); ++i) {
+    auto it = std::find(t.dims.begin(), t.dims.end(), out.dims[i]);
+    if (it != t.dims.end()) sz[i] = t.size[size_t(it - t.dims.begin())];
+  }
+  return conform(t, out.dims, sz, tmp);
+}
+
 // Element offset in `t` (shape `ts`, strides `tst`) of output coordinate k (shape os),
 // broadcasting size-1 dims (right-aligned, same rank here).
 int64_t bcast_off(const std::vector<int64_t>& k, const std::vector<int64_t>& ts,
@@ -516,18 +527,8 @@ RefTensor compute_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
   }
   if (auto f = binary_fn(name); f && in.size() == 2) {
     RefTensor tmp[2];
-    std::vector<std::reference_wrapper<const RefTensor>> c;
-    for (const RefTensor* tp : in) {
-      const RefTensor& t = *tp;
-      std::vector<int64_t> sz(out.size.size(), 1);
-      for (size_t i = 0; i < out.dims.size(); ++i) {
-        auto it = std::find(t.dims.begin(), t.dims.end(), out.dims[i]);
-        if (it != t.dims.end()) sz[i] = t.size[size_t(it - t.dims.begin())];
-      }
-      c.push_back(std::cref(conform(t, out.dims, sz, tmp[c.size()])));
-    }
-    const RefTensor& c0 = c[0];
-    const RefTensor& c1 = c[1];
+    const RefTensor& c0 = in_output_dims(*in[0], out, tmp[0]);
+    const RefTensor& c1 = in_output_dims(*in[1], out, tmp[1]);
     const auto s0 = strides(c0.size), s1 = strides(c1.size);
     const auto prop = binary_prop(name);
     const bool exact = c0.depth == 0 && c1.depth == 0;
@@ -563,14 +564,7 @@ RefTensor compute_op(const bundle::Sdsc& s, const bundle::ComputeOp& op,
     // where the formats differ (where the condition itself moved, no bound holds, as for floor).
     RefTensor tmp[3];
     std::vector<const RefTensor*> c;
-    for (const RefTensor* tp : in) {
-      std::vector<int64_t> sz(out.size.size(), 1);
-      for (size_t i = 0; i < out.dims.size(); ++i) {
-        auto it = std::find(tp->dims.begin(), tp->dims.end(), out.dims[i]);
-        if (it != tp->dims.end()) sz[i] = tp->size[size_t(it - tp->dims.begin())];
-      }
-      c.push_back(&conform(*tp, out.dims, sz, tmp[c.size()]));
-    }
+    for (size_t i = 0; i < 3; ++i) c.push_back(&in_output_dims(*in[i], out, tmp[i]));
     std::vector<std::vector<int64_t>> st;
     for (const RefTensor* t : c) st.push_back(strides(t->size));
     const bool exact = c[1]->depth == 0 && c[2]->depth == 0;
