@@ -838,7 +838,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       for (size_t j = 0; j < tiles.size(); ++j) tiles[j].tile = options[j][pick[j]];
       const Need nn = need();
       const bool single = nn.resident + nn.buffers <= usable && nn.buffers <= 2 * cap;
-      const bool dbl2 = fits(nn);
+      uint64_t ntiles = 1;
+      for (const auto& dt : tiles) ntiles *= dt.count();
+      const bool dbl2 = fits(nn) && ntiles > 1;
       // Replacing a one-dimension cut: only tilings as good as it on LX (double buffered) and on
       // traffic count.
       const bool candidate = single && (!short_runs || dbl2);
