@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <google/protobuf/arena.h>
@@ -71,7 +72,9 @@ const char* kProbeHelp =
     "  pt      a large fp16 matmul tile on one core\n"
     "\n"
     "Without --config the default card (configs/spyre.yaml, or $VSPYRE_CONFIG) is used.\n"
-    "--out DIR writes stats.json, config.resolved.yaml and trace.json (not with --no-trace).\n";
+    "--out DIR writes stats.json, config.resolved.yaml and trace.json (not with --no-trace).\n"
+    "--debug FLAGS: a comma-separated list of core, lpddr5 or all; the named models print what they\n"
+    "do on stderr (also $VSPYRE_DEBUG).\n";
 
 const char* kRunHelp =
     "usage: vspyre run BUNDLE_DIR [--config FILE] [-p key.path=value ...] [--out DIR [--no-trace]] [--json]\n"
@@ -120,6 +123,8 @@ const char* kRunHelp =
     "                    memory queues the one before left. kernel_time_us and the breakdown are\n"
     "                    then the median run's (the lower of the two middle ones for even N);\n"
     "                    `repeat` lists every run's time. stats.json and the trace cover all runs\n"
+    "  --debug FLAGS     a comma-separated list of core, lpddr5 or all: the named models print what\n"
+    "                    they do, request by request, on stderr (also $VSPYRE_DEBUG)\n"
     "\n"
     "Arguments get distinct device addresses; dimension arguments take their max_value.\n";
 
@@ -172,7 +177,11 @@ Args parse_args(int argc, char** argv) {
     if (s == "--help" || s == "-h") a.help = true;
     else if (s == "--version") a.version = true;
     else if (s == "--config" || s == "-c") {
-      a.sim.config_file = need("a config file");
+      const std::string c = need("a config file");
+      if (a.config_given)  // the last would win, silently
+        throw InputError(s + ": given twice ('" + a.sim.config_file + "' and '" + c +
+                         "'); one config may include others (include: [a.yaml, b.yaml])");
+      a.sim.config_file = c;
       a.config_given = true;
     } else if (s == "-p") a.sim.overrides.push_back(need("key.path=value"));
     else if (s.rfind("-p", 0) == 0 && s.size() > 2 && s.find('=') != std::string::npos) a.sim.overrides.push_back(s.substr(2));
@@ -198,7 +207,14 @@ Args parse_args(int argc, char** argv) {
       if (v.empty() || *end != '\0' || errno == ERANGE || x < 1 || x > 1000)
         throw InputError("--repeat: expected a whole number from 1 to 1000, got '" + v + "'");
       a.repeat = static_cast<uint32_t>(x);
-    } else if (s == "--input") a.inputs.push_back(need("NAME=FILE.npy"));
+    } else if (s == "--input") {
+      const std::string v = need("NAME=FILE.npy");
+      const std::string name = v.substr(0, v.find('='));
+      for (const auto& prev : a.inputs)
+        if (prev.substr(0, prev.find('=')) == name)
+          throw InputError("--input: " + name + " given twice ('" + prev + "' and '" + v + "')");
+      a.inputs.push_back(v);
+    }
     else if (s == "--host-times") a.host_times = true;
     else if (s == "--no-trace") a.no_trace = true;
     else if (!s.empty() && s[0] == '-') throw InputError("unknown option '" + s + "' (see --help)");
@@ -222,7 +238,10 @@ namespace fs = std::filesystem;
 class OutputGuard {
  public:
   OutputGuard(const Args& a, const std::vector<std::filesystem::path>& reads) : m_out(a.out_dir) {
-    for (const auto& r : reads) m_inputs.insert(canon(r));
+    for (const auto& r : reads) {
+      m_inputs.insert(canon(r));
+      if (auto id = file_id(r)) m_input_ids.insert(*id);
+    }
     if (!a.trace_file.empty()) check(a.trace_file, "--trace");
     if (!a.dump_plan.empty()) check(a.dump_plan, "--dump-plan");
     if (!m_out.empty()) {
@@ -242,7 +261,9 @@ class OutputGuard {
   void check(const fs::path& file, const std::string& what) {
     std::error_code ec;
     const fs::path c = canon(file);
-    if (m_inputs.count(c))
+    // By path, and by identity: a hard link to a file the run reads has a path of its own.
+    const auto id = file_id(file);
+    if (m_inputs.count(c) || (id && m_input_ids.count(*id)))
       throw InputError(what + ": '" + file.string() + "' is a file this run reads; it would be overwritten");
     if (auto w = m_written.find(c); w != m_written.end())
       throw InputError(what + ": '" + file.string() + "' is also written by " + w->second);
@@ -271,6 +292,12 @@ class OutputGuard {
   }
 
  private:
+  // The device and inode of an existing file (what every path and hard link to it shares).
+  static std::optional<std::pair<uint64_t, uint64_t>> file_id(const fs::path& p) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) return std::nullopt;
+    return std::make_pair(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+  }
   static fs::path canon(const fs::path& p) {
     std::error_code ec;
     const fs::path abs = fs::absolute(p, ec);
@@ -279,6 +306,7 @@ class OutputGuard {
   }
   fs::path m_out;
   std::set<fs::path> m_inputs;
+  std::set<std::pair<uint64_t, uint64_t>> m_input_ids;
   std::map<fs::path, std::string> m_written;  // canonical path -> the option that writes it
 };
 
@@ -842,7 +870,15 @@ int sc_main(int argc, char** argv) {
   // SystemC's own warnings go to stderr; keep its report handler from calling abort on errors.
   sc_core::sc_report_handler::set_actions(sc_core::SC_ERROR, sc_core::SC_THROW);
   try {
-    return vspyre::run(argc, argv);
+    const int code = vspyre::run(argc, argv);
+    // What was printed must have arrived: a full disk or a closed pipe behind stdout (`> /dev/full`)
+    // would otherwise lose the results with exit code 0. (std::cout writes through C's stdout.)
+    std::cout.flush();
+    if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+      std::fprintf(stderr, "vspyre: error: writing standard output failed: %s\n", std::strerror(errno ? errno : EIO));
+      return 1;
+    }
+    return code;
   } catch (const vspyre::InputError& e) {
     std::fprintf(stderr, "vspyre: error: %s\n", e.what());
     return 1;

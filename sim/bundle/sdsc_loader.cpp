@@ -956,6 +956,12 @@ class SdscLoader {
       if (reach > w.total + w.pad_front + w.pad_back)
         v.fail("the windows of N_ " + std::to_string(outputs) + " outputs reach " + std::to_string(reach) +
                " positions, past totalSize_ " + std::to_string(w.total) + " and its padding");
+      // And as far as a window fits: a further stride would hold another output (the extents
+      // disagree, and the data run would size its input by totalSize_, up to 2^40 elements).
+      if (w.total + w.pad_front + w.pad_back - reach >= w.stride)
+        v.fail("totalSize_ " + std::to_string(w.total) + " with its padding holds more windows than N_'s " +
+               std::to_string(outputs) + " outputs (they reach " + std::to_string(reach) + " positions, stride " +
+               std::to_string(w.stride) + ")");
       m_s.windows.push_back(std::move(w));
     }, 16);
   }

@@ -184,15 +184,23 @@ SourceLoc loc_of(const YAML::Node& n, const std::string& file) {
   return SourceLoc{file, m.line + 1, m.column + 1};
 }
 
-ConfigNode convert(const YAML::Node& n, const std::string& file) {
+// A config is a few hundred values; YAML aliases (`*a`) can make a few lines stand for billions
+// (a list of ten aliases of a list of ten ...): stop converting well before memory runs out.
+constexpr size_t kMaxConfigNodes = 1000000;
+
+ConfigNode convert(const YAML::Node& n, const std::string& file, size_t& budget) {
   const SourceLoc loc = loc_of(n, file);
+  if (budget == 0)
+    throw ConfigError(loc, "more than " + std::to_string(kMaxConfigNodes) +
+                               " values (YAML aliases expanded): not a card config");
+  --budget;
   switch (n.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined: return ConfigNode::null_at(loc);
     case YAML::NodeType::Scalar: return ConfigNode::scalar(n.Scalar(), loc);
     case YAML::NodeType::Sequence: {
       ConfigNode c = ConfigNode::sequence(loc);
-      for (const auto& item : n) c.push(convert(item, file));
+      for (const auto& item : n) c.push(convert(item, file, budget));
       return c;
     }
     case YAML::NodeType::Map: {
@@ -204,7 +212,7 @@ ConfigNode convert(const YAML::Node& n, const std::string& file) {
         const std::string key = kv.first.Scalar();
         if (!seen.insert(key).second)
           throw ConfigError(loc_of(kv.first, file), "duplicate key '" + key + "'");
-        ConfigNode value = convert(kv.second, file);
+        ConfigNode value = convert(kv.second, file, budget);
         if (value.is_null()) value = ConfigNode::null_at(loc_of(kv.first, file));
         value.set_key_loc(loc_of(kv.first, file));
         c.set(key, std::move(value));
@@ -218,7 +226,8 @@ ConfigNode convert(const YAML::Node& n, const std::string& file) {
 ConfigNode parse_yaml(const std::string& text, const std::string& name) {
   try {
     YAML::Node root = YAML::Load(text);
-    return convert(root, name);
+    size_t budget = kMaxConfigNodes;
+    return convert(root, name, budget);
   } catch (const YAML::Exception& e) {
     SourceLoc loc{name, e.mark.is_null() ? 0 : e.mark.line + 1,
                   e.mark.is_null() ? 0 : e.mark.column + 1};
@@ -231,6 +240,8 @@ ConfigNode parse_yaml(const std::string& text, const std::string& name) {
 // included: applied again it would undo what the files between set (the what-if's memory, under
 // the flow model). A file the user's own config lists (`top`) is applied in full where it is
 // listed, even if included before: listed later, it is meant to win.
+constexpr size_t kMaxConfigBytes = size_t{16} << 20;
+
 ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack, std::set<fs::path>& applied,
                               std::vector<fs::path>* read, bool top = false) {
   std::error_code ec;
@@ -243,9 +254,16 @@ ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack
   if (!in) throw InputError(path.string() + ": cannot open config file");
   if (read) read->push_back(canon);
   applied.insert(canon);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  ConfigNode doc = parse_yaml(ss.str(), path.string());
+  // Read at most kMaxConfigBytes: a config is a few kilobytes, and a path such as /dev/zero would
+  // otherwise be read until memory runs out. (A pipe, as `--config <(...)` gives, is fine.)
+  std::string text;
+  char chunk[65536];
+  while (text.size() <= kMaxConfigBytes && in.read(chunk, sizeof chunk).gcount() > 0)
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes)
+    throw InputError(path.string() + ": longer than " + std::to_string(kMaxConfigBytes >> 20) +
+                     " MiB: not a config file");
+  ConfigNode doc = parse_yaml(text, path.string());
   if (doc.is_null()) return ConfigNode::map(SourceLoc{path.string(), 1, 1});
   if (!doc.is_map())
     throw ConfigError(doc.loc(), "a config file must be a map of keys, found " + doc.kind_name());
@@ -263,7 +281,12 @@ ConfigNode load_with_includes(const fs::path& path, std::vector<fs::path>& stack
       if (!f->is_scalar())
         throw ConfigError(f->loc(), "'include' expects file names, found " + f->kind_name());
       fs::path target = path.parent_path() / f->text();
-      if (!fs::exists(target))
+      std::error_code xec;
+      const bool there = fs::exists(target, xec);
+      if (xec)  // a link loop, a directory it may not search, ...
+        throw ConfigError(f->loc(), "included file '" + f->text() + "' cannot be read (" +
+                                        fs::absolute(target, ec).lexically_normal().string() + "): " + xec.message());
+      if (!there)
         throw ConfigError(f->loc(), "included file '" + f->text() + "' not found (looked for " +
                                         fs::absolute(target, ec).lexically_normal().string() + ")");
       std::error_code tec;

@@ -169,6 +169,15 @@ std::vector<int64_t> indirect_index_positions(const bundle::IndirectAccess& ia, 
   }
   int64_t rows = 1;
   for (int64_t u : units) rows *= u;
+  // The last position the view reaches must lie in the index tensor (a bundle whose index view and
+  // value view disagree, as a scale_ of -1 on one of the index's dims makes them, would read past it).
+  int64_t last = 0;
+  for (size_t k = 0; k < ia.dims.size(); ++k)
+    if (auto it = host_stride.find(ia.dims[k]); it != host_stride.end()) last += (units[k] - 1) * it->second;
+  if (rows > 0 && last >= stride)
+    throw ExecError("index tensor " + index_info.name + " holds " + std::to_string(stride) + " indices, but the view of " +
+                     value.info.name + " it indexes reaches index " + std::to_string(last) +
+                     ": the two tensors' dims disagree (their sizes or scale_)");
   std::vector<int64_t> out(static_cast<size_t>(rows));
   std::vector<int64_t> c(units.size(), 0);
   for (int64_t r = 0; r < rows; ++r) {

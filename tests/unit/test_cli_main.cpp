@@ -835,3 +835,67 @@ TEST_CASE("cli: --no-trace records no trace even where the config turns tracing 
   REQUIRE(run({"run", b, "--no-data", "--config", f, "--out", out2.string()}).code == 0);
   CHECK(fs::exists(out2 / "trace.json"));
 }
+
+TEST_CASE("cli: inputs an audit found crashing, hanging or silently misread are refused by name", "[cli]") {
+  // (stop 49; each was an internal error, an out-of-memory kill, a hang or a silent exit 0)
+  TempDir t;
+  const fs::path fixtures = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures";
+  // Results printed into a full disk: exit 1, not 0 with the results lost.
+  {
+    const std::string cmd = quote(bin()) + " describe --json >/dev/full 2>" + quote((t.dir / "full.err").string());
+    const int status = std::system(cmd.c_str());
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK(contains(slurp(t.dir / "full.err"), "vspyre: error: writing standard output failed"));
+  }
+  // A hard link to a file the run reads is that file.
+  const fs::path b = t.dir / "b";
+  fs::copy(fixtures / "bundles" / "relu_neg_demote", b);
+  const std::string sdsc = slurp(b / "sdsc_0.json");
+  fs::create_hard_link(b / "sdsc_0.json", t.dir / "hl.json");
+  check_input_error(run({"run", b.string(), "--no-data", "--trace", (t.dir / "hl.json").string()}),
+                    "is a file this run reads; it would be overwritten");
+  CHECK(slurp(b / "sdsc_0.json") == sdsc);
+  // An include that is a link to itself; a config that never ends; aliases that expand to billions.
+  fs::create_symlink("loop.yaml", t.dir / "loop.yaml");
+  const std::string looping = t.write("looping.yaml", "include: [loop.yaml]\n");
+  check_input_error(run({"describe", "--config", looping}), "included file 'loop.yaml' cannot be read");
+  check_input_error(run({"describe", "--config", "/dev/zero"}), "/dev/zero: longer than 16 MiB: not a config file");
+  std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 12; ++i) {
+    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) bomb += std::string(j ? ", " : "") + "*a" + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  check_input_error(run({"describe", "--config", t.write("bomb.yaml", bomb)}), "YAML aliases expanded");
+  // card.count was read by nothing (every other component refuses a count it cannot take).
+  check_input_error(run({"describe", "-p", "card.count=2"}), "card.count: the card is not repeatable");
+  // The same option twice: the last no longer wins unseen.
+  check_input_error(run({"describe", "--config", config_path("spyre.yaml"), "--config", config_path("spyre_flow.yaml")}),
+                    "--config: given twice");
+  check_input_error(run({"run", b.string(), "--input", "arg0=a.npy", "--input", "arg0=b.npy"}), "--input: arg0 given twice");
+  // An index tensor whose dims disagree with the view it indexes (scale_ -1): the data run read
+  // past it (an internal error; the executor read outside its buffer).
+  const fs::path g = t.dir / "g";
+  fs::copy(fixtures / "captured" / "gather_128x256_i32_c1", g);
+  {
+    json j = json::parse(slurp(g / "sdsc_1.json"));
+    j.begin().value()["dscs_"][0]["identity"]["labeledDs_"][0]["scale_"][0] = -1;
+    std::ofstream(g / "sdsc_1.json") << j.dump();
+  }
+  check_input_error(run({"run", g.string()}), (g / "sdsc_1.json").string() + ": index tensor Tensor0 holds 1 indices");
+  // A pooling window over a totalSize_ far past what N_'s outputs reach: the data run sized its
+  // input by it (2^40: out of memory), the timing run timed it.
+  const fs::path ap = t.dir / "ap";
+  fs::copy(fixtures / "captured" / "avgpool_k2s2_2x3x8x8_c1", ap);
+  {
+    json j = json::parse(slurp(ap / "sdsc_0.json"));
+    j["0_avgpoolfwd"]["dscs_"][0]["avgpoolfwd"]["N_"]["paddingSizes_"]["i"]["totalSize_"] = 1099511627776LL;
+    std::ofstream(ap / "sdsc_0.json") << j.dump();
+  }
+  for (const bool data : {false, true}) {
+    std::vector<std::string> args = {"run", ap.string()};
+    if (!data) args.push_back("--no-data");
+    check_input_error(run(args), "totalSize_ 1099511627776 with its padding holds more windows than N_'s 4 outputs");
+  }
+}
