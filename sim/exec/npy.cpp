@@ -50,6 +50,8 @@ void write_npy(const std::filesystem::path& file, std::span<const float> values,
 
 NpyArray read_npy(const std::filesystem::path& file) {
   if (!little_endian()) bad(file, "reading .npy needs a little-endian host");
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) bad(file, "is a directory, not a .npy file");
   std::ifstream in(file, std::ios::binary);
   if (!in) bad(file, "cannot open");
   char head[10];
@@ -117,6 +119,10 @@ NpyArray read_npy(const std::filesystem::path& file) {
   std::vector<uint8_t> raw(size_t(n) * size_t(width));
   in.read(reinterpret_cast<char*>(raw.data()), std::streamsize(raw.size()));
   if (!in) bad(file, "data shorter than the shape says (" + std::to_string(n) + " elements)");
+  // Bytes left over mean the header does not describe the data (a float16 header over float32
+  // values would otherwise read as garbage).
+  if (in.peek() != std::char_traits<char>::eof())
+    bad(file, "data longer than the shape and dtype say (" + std::to_string(n) + " elements of " + descr + ")");
   a.values.resize(size_t(n));
   const fmt::DataFormat f = width == 4 ? fmt::DataFormat::IEEE_FP32 : fmt::DataFormat::IEEE_FP16;
   if (width == 8) {

@@ -1026,6 +1026,17 @@ TEST_CASE("exec: npy files round-trip and bad ones are rejected by name", "[exec
   } catch (const exec::ExecError& e) {
     CHECK(std::string(e.what()).find("bad.npy") != std::string::npos);
   }
+  // A header that does not describe the data (float16 over the float32 values: read as garbage
+  // until stop 49), and a directory.
+  {
+    std::string bytes = testing::slurp(f);
+    const auto at = bytes.find("'<f4'");
+    REQUIRE(at != std::string::npos);
+    bytes.replace(at, 5, "'<f2'");
+    std::ofstream(tmp.dir / "f2.npy", std::ios::binary) << bytes;
+  }
+  CHECK_THROWS_WITH(exec::read_npy(tmp.dir / "f2.npy"), Catch::Contains("data longer than the shape and dtype say"));
+  CHECK_THROWS_WITH(exec::read_npy(tmp.dir), Catch::Contains("is a directory, not a .npy file"));
 }
 
 namespace {
