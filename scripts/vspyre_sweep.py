@@ -44,6 +44,12 @@ PROBES = ("memory", "ring", "pcie", "pt")
 SWEEP_KEYS = {"name", "description", "base", "set", "axes", "combine", "zip", "plans", "outputs",
               "timeout", "jobs", "seeds"}
 SEED_KEY = "card.launch_seed"
+# The most values an axis may have, points a sweep may have (the axes crossed) and runs it may
+# make (points x plans x seeds): each is checked before the values, points or runs are built, so
+# that a typo in a range or a num stops at once instead of filling the memory.
+MAX_AXIS_VALUES = 100000
+MAX_POINTS = 100000
+MAX_RUNS = 1000000
 SEED_MAX = 2**63 - 1
 OUTPUT_KINDS = {"csv", "parquet", "plots"}
 # Headline number per plan kind: the y axis of the plots and the `kernel_time_us` column.
@@ -101,8 +107,8 @@ def _range_args(spec, name, what, keys):
 
 
 def _number(v, name, field):
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise SweepError(f"axis '{name}': {field} must be a number, found {v!r}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise SweepError(f"axis '{name}': {field} must be a finite number, found {v!r}")
     return v
 
 
@@ -148,8 +154,8 @@ def axis_values(name, spec):
                     break
                 vals.append(_fmt(v))
                 i += 1
-                if i > 100000:
-                    raise SweepError(f"axis '{name}': range has more than 100000 values")
+                if i > MAX_AXIS_VALUES:
+                    raise SweepError(f"axis '{name}': range has more than {MAX_AXIS_VALUES} values")
             spec = _with_unit(vals, unit)
             unit = None
         else:
@@ -166,6 +172,9 @@ def axis_values(name, spec):
                 if int(num) != num or num < 0:
                     raise SweepError(f"axis '{name}': logrange num must be a whole number")
                 num = int(num)
+                if num > MAX_AXIS_VALUES:
+                    raise SweepError(f"axis '{name}': logrange num is {num}, more than the limit of "
+                                     f"{MAX_AXIS_VALUES} values an axis may have")
                 ints = isinstance(start, int) and isinstance(stop, int)
                 for i in range(num):
                     f = 0.0 if num == 1 else i / (num - 1)
@@ -181,14 +190,16 @@ def axis_values(name, spec):
                 while v <= stop * (1 + 1e-9):
                     vals.append(_fmt(v))
                     v *= base
-                    if len(vals) > 100000:
-                        raise SweepError(f"axis '{name}': logrange has more than 100000 values")
+                    if len(vals) > MAX_AXIS_VALUES:
+                        raise SweepError(f"axis '{name}': logrange has more than {MAX_AXIS_VALUES} values")
             spec = _with_unit(vals, unit)
             unit = None
     if not isinstance(spec, list):
         raise SweepError(f"axis '{name}': expected a list of values, {{values: [...]}}, "
                          f"{{range: [start, stop, step]}} or {{logrange: [start, stop]}}, "
                          f"found {spec!r}")
+    if len(spec) > MAX_AXIS_VALUES:
+        raise SweepError(f"axis '{name}' has {len(spec)} values, more than the limit of {MAX_AXIS_VALUES}")
     for v in spec:
         if isinstance(v, (dict, list)) or v is None:
             raise SweepError(f"axis '{name}': values must be scalars, found {v!r}")
@@ -242,6 +253,11 @@ def expand_points(axes, combine="cross", zip_groups=None):
             raise SweepError("zipped axes must have the same length: "
                              + ", ".join(f"{n} has {l}" for n, l in lens.items()))
         parts.append([{n: axes[n][i] for n in g} for i in range(lens[g[0]])])
+    total = math.prod(len(p) for p in parts)
+    if total > MAX_POINTS:
+        raise SweepError(f"the sweep would have {total} points ("
+                         + " x ".join(str(len(p)) for p in parts)
+                         + f"), more than the limit of {MAX_POINTS}")
     points = []
     for combo in itertools.product(*parts):
         p = {}
@@ -388,7 +404,14 @@ def load_sweep(path, vspyre):
     axes_spec = spec.get("axes") or {}
     if not isinstance(axes_spec, dict):
         raise SweepError(f"{path}: axes must be a mapping of config key -> values")
-    axes = {str(k): axis_values(str(k), v) for k, v in axes_spec.items()}
+    try:
+        axes = {str(k): axis_values(str(k), v) for k, v in axes_spec.items()}
+    except SweepError as e:
+        raise SweepError(f"{path}: {e}") from None
+    try:  # before `vspyre describe` runs: a sweep of too many points stops at once
+        points = expand_points(axes, spec.get("combine", "cross"), spec.get("zip"))
+    except SweepError as e:
+        raise SweepError(f"{path}: {e}") from None
     fixed = spec.get("set") or {}
     if not isinstance(fixed, dict):
         raise SweepError(f"{path}: set must be a mapping of config key -> value")
@@ -398,7 +421,6 @@ def load_sweep(path, vspyre):
     check_keys(fixed, keys, "set")
     seeds = parse_seeds(spec.get("seeds"), f"{path}: seeds")
     check_seed_conflict(seeds, axes, fixed, f"{path}: seeds")
-    points = expand_points(axes, spec.get("combine", "cross"), spec.get("zip"))
 
     plans_spec = spec.get("plans")
     if isinstance(plans_spec, str):
@@ -504,6 +526,11 @@ def find_vspyre():
 
 
 def make_tasks(sw, vspyre, keep_traces=False):
+    nseeds = len(sw.get("seeds") or [None])
+    runs = len(sw["points"]) * len(sw["plans"]) * nseeds
+    if runs > MAX_RUNS:
+        raise SweepError(f"{sw['path']}: the sweep would make {runs} runs ({len(sw['points'])} points x "
+                         f"{len(sw['plans'])} plans x {nseeds} seeds), more than the limit of {MAX_RUNS}")
     texts = [(p.name, t) for p, t in config_files(sw["base"])]
     plan_ids = {pl["name"]: plan_identity(pl) for pl in sw["plans"]}
     tasks = []

@@ -99,6 +99,47 @@ def test_cross_and_zip():
     assert vs.expand_points({}) == [{}]
 
 
+def test_axis_and_point_counts_are_capped_before_they_are_built():
+    # A logrange's num had no limit (num: 100000000 hung), and three range axes of 1000 x 1000 x
+    # 200 values built 200 million points in memory before anything said no.
+    t0 = time.time()
+    with pytest.raises(vs.SweepError, match=r"logrange num is 100000000, more than the limit of 100000"):
+        vs.axis_values("card.core.lx.size", {"logrange": [1, 4], "num": 100000000, "unit": "MiB"})
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(vs.SweepError, match="must be a finite number"):
+            vs.axis_values("a", {"logrange": [1, 4], "num": bad})
+    assert len(vs.axis_values("a", {"logrange": [1, 4], "num": 100000})) > 1  # the limit itself is fine
+    axes = {"a": list(range(1000)), "b": list(range(1000)), "c": list(range(200))}
+    with pytest.raises(vs.SweepError, match=r"would have 200000000 points \(1000 x 1000 x 200\), "
+                                            r"more than the limit of 100000"):
+        vs.expand_points(axes)
+    assert time.time() - t0 < 20
+    # Zipped axes count once.
+    assert len(vs.expand_points({"a": list(range(1000)), "b": list(range(1000))}, "zip")) == 1000
+    # Points x plans x seeds: the runs are capped too, before their keys are computed.
+    sw = {"path": Path("s.yaml"), "points": [{}] * 100000, "seeds": list(range(11)),
+          "plans": [{"kind": "probe", "name": "probe:pt", "probe": "pt"}]}
+    with pytest.raises(vs.SweepError, match=r"s.yaml: the sweep would make 1100000 runs \(100000 points x 1 plans "
+                                            r"x 11 seeds\), more than the limit of 1000000"):
+        vs.make_tasks(sw, "vspyre")
+
+
+def test_too_many_points_is_a_sweep_file_error(tmp_path):
+    # Through the script: exit 2 with the file's name, at once, with no binary run.
+    f = write_sweep(tmp_path, """
+axes:
+  card.core.pt.pass_overhead: {range: [1, 1000]}
+  card.core.count: {range: [1, 1000]}
+  sim.quantum: {range: [1, 200]}
+plans: [probe:pt]
+""")
+    r = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", sys.executable, "--list"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (f"vspyre sweep: error: {f}: the sweep would have 200000000 points (1000 x 1000 x 200), "
+                        "more than the limit of 100000\n")
+
+
 # --------------------------------------------------------------------- errors before starting
 
 def test_unknown_axis_key_stops_before_start(tmp_path, vspyre):
