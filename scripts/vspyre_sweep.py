@@ -271,23 +271,73 @@ def expand_points(axes, combine="cross", zip_groups=None):
 # Config keys and hashing
 
 
-def _load_yaml(path):
-    with open(path, encoding="utf-8") as f:
-        return yaml.safe_load(f) or {}
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last one
+    silently; the C++ config loader refuses it, and so does a sweep file)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for k, _ in node.value:
+                if k.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(k, deep=True)
+                try:
+                    dup = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: the base class says so
+                    continue
+                if dup:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}'", k.start_mark)
+        return super().construct_mapping(node, deep)
 
 
-def config_files(path, seen=None):
-    """The config file and every file it includes (depth first), as (path, text)."""
+def _read_text(path, what):
+    """A file's text, or a SweepError naming it (missing, a directory, not UTF-8)."""
+    path = Path(path)
+    if path.is_dir():
+        raise SweepError(f"{what} {path} is a directory, expected a YAML file")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise SweepError(f"{what} {path}: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SweepError(f"{what} {path}: not a UTF-8 text file (byte {e.start} is 0x{data[e.start]:02x})") from None
+
+
+def _parse_yaml(text, path, what):
+    """YAML text -> data, or a one-line SweepError at file:line:column (a syntax error, a key given
+    twice)."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as e:
+        m = e.problem_mark or e.context_mark
+        where = f"{path}:{m.line + 1}:{m.column + 1}" if m else str(path)
+        msg = " ".join(str(e.problem or e.context or "invalid YAML").split())
+        raise SweepError(f"{what} {where}: {msg}") from None
+    except yaml.YAMLError as e:
+        raise SweepError(f"{what} {path}: {' '.join(str(e).split())}") from None
+
+
+def _load_yaml(path, what="config"):
+    return _parse_yaml(_read_text(path, what), path, what) or {}
+
+
+def config_files(path, seen=None, what="config"):
+    """The config file and every file it includes (depth first), as (path, text). A file that
+    cannot be read or parsed is a SweepError naming it."""
     path = Path(path).resolve()
     seen = seen if seen is not None else set()
     if path in seen:
         return []
     seen.add(path)
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path, what)
     out = []
-    data = yaml.safe_load(text) or {}
+    data = _parse_yaml(text, path, what) or {}
     inc = data.get("include", []) if isinstance(data, dict) else []
-    for i in [inc] if isinstance(inc, str) else inc:
+    for i in [inc] if isinstance(inc, str) else inc if isinstance(inc, list) else []:
         p = (path.parent / str(i))
         if p.exists():
             out += config_files(p, seen)
@@ -382,24 +432,36 @@ def point_key(config_texts, overrides, plan_id):
 def load_sweep(path, vspyre):
     """Parse and check a sweep file. Raises SweepError before anything runs."""
     path = Path(path)
-    try:
-        spec = _load_yaml(path)
-    except (OSError, yaml.YAMLError) as e:
-        raise SweepError(f"{path}: {e}") from e
+    if not path.exists():
+        raise SweepError(f"sweep file {path} does not exist")
+    spec = _load_yaml(path, "sweep file")
     if not isinstance(spec, dict):
         raise SweepError(f"{path}: expected a mapping at the top level")
     bad = set(spec) - SWEEP_KEYS
     if bad:
         raise SweepError(f"{path}: unknown field(s) {sorted(bad)} (expected {sorted(SWEEP_KEYS)})")
+    timeout = spec.get("timeout", 900)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 1e6:
+        raise SweepError(f"{path}: timeout: expected a number of seconds per run, more than 0 and at most "
+                         f"1e6, found {timeout!r}")
+    jobs = spec.get("jobs")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise SweepError(f"{path}: jobs: expected a whole number of runs at once, 1 or more, found {jobs!r}")
     here = path.resolve().parent
     base = spec.get("base")
     if base is None:
         base = Path(os.environ.get("VSPYRE_CONFIG") or default_config_dir() / "spyre.yaml")
     else:
         base = here / str(base)
+    if Path(base).is_dir():
+        raise SweepError(f"{path}: base config {base} is a directory, expected a config file")
     if not Path(base).is_file():
         raise SweepError(f"{path}: base config {base} does not exist")
     base = Path(base).resolve()
+    try:  # read and parsed here, so that a bad one is named as the sweep's base
+        config_files(base, what="base config")
+    except SweepError as e:
+        raise SweepError(f"{path}: {e}") from None
 
     axes_spec = spec.get("axes") or {}
     if not isinstance(axes_spec, dict):
@@ -461,8 +523,7 @@ def load_sweep(path, vspyre):
     outputs.add("csv")
     return {"path": path, "name": spec.get("name") or path.stem, "base": base, "axes": axes,
             "set": fixed, "points": points, "plans": plans, "outputs": outputs,
-            "metric": metric, "timeout": float(spec.get("timeout", 900)),
-            "jobs": spec.get("jobs"), "seeds": seeds}
+            "metric": metric, "timeout": float(timeout), "jobs": jobs, "seeds": seeds}
 
 
 def check_seed_conflict(seeds, axes, fixed, where):

@@ -140,6 +140,52 @@ plans: [probe:pt]
                         "more than the limit of 100000\n")
 
 
+def test_bad_sweep_files_are_one_line_errors_with_exit_2(tmp_path):
+    # Each ended in a Python traceback with exit 1 (UnicodeDecodeError, a YAML error, ValueError),
+    # was accepted (timeout: -1 failed every point, "timed out after -1 s"; jobs: 0 or -2 were
+    # replaced by all cores while --jobs 0 was refused; a key given twice kept the last one), or
+    # was misnamed (a base that is a directory "does not exist"). All stop before the binary runs:
+    # the stand-in is no vspyre at all.
+    (tmp_path / "syntax.yaml").write_text("card:\n  core: [1, 2\n")
+    (tmp_path / "binary.yaml").write_bytes(b"card: \xff\xfe\x00garbage\n")
+    (tmp_path / "dup_base.yaml").write_text("card:\n  core:\n    count: 8\n    count: 16\n")
+    (tmp_path / "adir").mkdir()
+    head = "plans: [probe:pt]\naxes: {card.core.count: [8]}\n"
+    cases = [
+        ("utf8.yaml", b"axes: {card.core.count: [8]}\n\xf9\x80junk\n", "sweep file {d}/utf8.yaml: not a UTF-8 text file"),
+        ("base_syntax.yaml", "base: syntax.yaml\n" + head, "{d}/syntax.yaml:3:1: expected ',' or ']'"),
+        ("base_binary.yaml", "base: binary.yaml\n" + head, "base config {d}/binary.yaml: not a UTF-8 text file"),
+        ("base_dup.yaml", "base: dup_base.yaml\n" + head, "base config {d}/dup_base.yaml:4:5: duplicate key 'count'"),
+        ("base_dir.yaml", "base: adir\n" + head, "base config {d}/adir is a directory, expected a config file"),
+        ("t_abc.yaml", head + "timeout: abc\n", "timeout: expected a number of seconds per run, more than 0"),
+        ("t_neg.yaml", head + "timeout: -1\n", "timeout: expected a number of seconds per run, more than 0 and at most 1e6, found -1"),
+        ("t_nan.yaml", head + "timeout: .nan\n", "timeout: expected a number"),
+        ("j_abc.yaml", head + "jobs: abc\n", "jobs: expected a whole number of runs at once, 1 or more, found 'abc'"),
+        ("j_0.yaml", head + "jobs: 0\n", "jobs: expected a whole number of runs at once, 1 or more, found 0"),
+        ("j_neg.yaml", head + "jobs: -2\n", "found -2"),
+        ("j_frac.yaml", head + "jobs: 2.5\n", "found 2.5"),
+        ("dup.yaml", head + "axes: {card.core.count: [16]}\n", "sweep file {d}/dup.yaml:3:1: duplicate key 'axes'"),
+        ("dup_axis.yaml", "plans: [probe:pt]\naxes:\n  card.core.count: [8]\n  card.core.count: [16]\n",
+         "dup_axis.yaml:4:3: duplicate key 'card.core.count'"),
+    ]
+    for name, text, words in cases:
+        f = tmp_path / name
+        f.write_bytes(text if isinstance(text, bytes) else text.encode())
+        for extra in (["--list"], ["--out", str(tmp_path / "out")]):
+            r = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", sys.executable] + extra,
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 2, (name, r.stderr)
+            assert r.stderr.startswith("vspyre sweep: error: ") and "Traceback" not in r.stderr, (name, r.stderr)
+            assert words.format(d=tmp_path) in r.stderr, (name, r.stderr)
+            assert len(r.stderr.strip().splitlines()) == 1, (name, r.stderr)
+            assert not (tmp_path / "out").exists(), name
+    # A sweep file that is a directory or is missing says so.
+    for f, words in ((tmp_path / "adir", "is a directory"), (tmp_path / "none.yaml", "does not exist")):
+        r = subprocess.run([sys.executable, str(SCRIPT), str(f), "--vspyre", sys.executable, "--list"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and f"sweep file {f} {words}" in r.stderr, r.stderr
+
+
 # --------------------------------------------------------------------- errors before starting
 
 def test_unknown_axis_key_stops_before_start(tmp_path, vspyre):
