@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """vspyre sweep: run a what-if sweep of card configurations over kernel bundles and probes.
 
-    vspyre sweep SWEEP.yaml [--jobs N] [--out DIR] [--seeds N|SEED,SEED...] [--scheduler tcp://HOST:PORT]
+    vspyre sweep SWEEP.yaml [--jobs N] [--out DIR] [--replace] [--seeds N|SEED,SEED...] [--scheduler tcp://HOST:PORT]
     python3 scripts/vspyre_sweep.py SWEEP.yaml [...] [--vspyre PATH/TO/vspyre]
 
 A sweep file names a base card config, axes over config keys (lists, ranges, log ranges;
@@ -14,7 +14,9 @@ OUT/results.csv (and results.parquet when pyarrow is installed) hold one row per
 every stat a column, and OUT/plots/ a PNG per plan and axis (a heatmap when there are two axes).
 With `seeds:` each pair runs once per card.launch_seed: results.csv then holds the mean over the
 seeds with the headline's min, max and spread (the plots draw the range as error bars), and
-results_by_seed.csv one row per seed.
+results_by_seed.csv one row per seed. OUT/sweep.yaml (a copy of the sweep file) says which sweep OUT
+holds: another sweep into the same OUT is refused unless --replace (which reuses the runs the two
+share), and a sweep.yaml vspyre did not write is never overwritten.
 
 The simulation stays in C++; this script only orchestrates. Standard library + PyYAML;
 dask.distributed for --scheduler, matplotlib for plots, pyarrow for Parquet (all optional at
@@ -1146,13 +1148,90 @@ def write_outputs(outdir, sw, rows_by_key, tasks, missing=None):
     write_csv(out["csv"], rows, cols)
     if "parquet" in sw["outputs"] and write_parquet(Path(outdir) / "results.parquet", rows, cols):
         out["parquet"] = Path(outdir) / "results.parquet"
+    else:  # an earlier run's table would not be this one
+        (Path(outdir) / "results.parquet").unlink(missing_ok=True)
     if "plots" in sw["outputs"]:
         out["plots"] = write_plots(outdir, rows, sw)
+    # Plots this run did not draw (another sweep's plans or axes, or --no-plots) would show other
+    # results next to results.csv.
+    made = {Path(f).name for f in out.get("plots") or []}
+    pdir = Path(outdir) / "plots"
+    if pdir.is_dir():
+        for f in pdir.glob("*.png"):
+            if f.name not in made:
+                f.unlink()
+        if not any(pdir.iterdir()):
+            pdir.rmdir()
     return rows, out
 
 
 # ----------------------------------------------------------------------------------------------
 # Main
+
+
+# What a sweep writes in its --out besides points/: a folder holding any of them without a
+# sweep.yaml is not taken for a sweep's without --replace.
+OUT_NAMES = ("results.csv", "results_by_seed.csv", "results.parquet", "plots", "points")
+# Written next to the copy of the sweep file: its sha256, so that a sweep.yaml is overwritten (by
+# --replace) only when vspyre wrote it and nobody has changed it since.
+COPY_MARK = ".vspyre-sweep.json"
+
+
+def _sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _copy_is_ours(outdir):
+    y, mark = Path(outdir) / "sweep.yaml", Path(outdir) / COPY_MARK
+    if y.is_symlink() or not y.is_file() or not mark.is_file():
+        return False
+    try:
+        return json.loads(mark.read_text(encoding="utf-8")).get("sweep_sha256") == _sha256(y)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_outdir(outdir, sweep_path, replace=False):
+    """Whether the sweep may write in OUT, before anything is written; True when OUT/sweep.yaml is
+    to be (re)written with a copy of the sweep file.
+
+    OUT/sweep.yaml says which sweep OUT's results are: the same sweep (the same bytes, or the sweep
+    file is OUT/sweep.yaml itself) resumes; another sweep's results are replaced only with
+    --replace (the runs the two share are reused), and even then a sweep.yaml that vspyre did not
+    write (the user's own file) is never overwritten. A folder holding results without a
+    sweep.yaml is taken only with --replace."""
+    outdir, src = Path(outdir), Path(sweep_path)
+    y = outdir / "sweep.yaml"
+    if y.is_symlink() or y.exists():
+        if y.exists() and os.path.samefile(src, y):
+            return False  # the sweep file is the folder's own: nothing to copy
+        if y.is_file() and not y.is_symlink() and y.read_bytes() == src.read_bytes():
+            return False  # the same sweep: resume
+        if not replace:
+            raise SweepError(f"--out: {outdir} holds the results of another sweep ({y} differs from {src}); "
+                             f"use another --out (or name:), or pass --replace to replace them with this "
+                             f"sweep's (the runs the two share are reused)")
+        if not _copy_is_ours(outdir):
+            raise SweepError(f"--out: {y} was not written by vspyre sweep (or was changed since), so --replace "
+                             f"does not overwrite it: move it away or use another --out")
+        return True
+    present = [n for n in OUT_NAMES if (outdir / n).exists()]
+    if present and not replace:
+        raise SweepError(f"--out: {outdir} holds {', '.join(present)} but no sweep.yaml naming the sweep "
+                         f"they are from; use another --out, or pass --replace to replace them with this "
+                         f"sweep's")
+    return True
+
+
+def save_sweep_copy(outdir, sweep_path):
+    """OUT/sweep.yaml, a copy of the sweep file, and the mark that says vspyre wrote it."""
+    y = Path(outdir) / "sweep.yaml"
+    tmp = Path(outdir) / "sweep.yaml.tmp"
+    shutil.copyfile(sweep_path, tmp)
+    os.replace(tmp, y)
+    mark = Path(outdir) / COPY_MARK
+    mark.write_text(json.dumps({"sweep_sha256": _sha256(y), "source": str(Path(sweep_path).resolve())}) + "\n",
+                    encoding="utf-8")
 
 
 SCHEDULER_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
@@ -1178,7 +1257,7 @@ def check_scheduler(address):
 
 
 def run_sweep(sweep_file, vspyre=None, out=None, jobs=None, scheduler=None, retry_failed=False,
-              keep_traces=False, plots=True, quiet=False, list_only=False, seeds=None):
+              keep_traces=False, plots=True, quiet=False, list_only=False, seeds=None, replace=False):
     if scheduler:
         check_scheduler(scheduler)
     vspyre = vspyre or find_vspyre()
@@ -1199,11 +1278,13 @@ def run_sweep(sweep_file, vspyre=None, out=None, jobs=None, scheduler=None, retr
     outdir = Path(out or Path("sweeps") / _safe(sw["name"]))
     if outdir.exists() and not outdir.is_dir():
         raise SweepError(f"--out: {outdir} exists and is not a directory")
+    copy = check_outdir(outdir, sw["path"], replace)
     try:
         outdir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise SweepError(f"--out: cannot create {outdir}: {e.strerror or e}") from e
-    shutil.copyfile(sw["path"], outdir / "sweep.yaml")
+    if copy:
+        save_sweep_copy(outdir, sw["path"])
     rows, todo = {}, []
     for t in tasks:
         r = load_done(outdir, t)
@@ -1276,6 +1357,11 @@ def main(argv=None):
     ap.add_argument("--scheduler", help="run on a Dask distributed cluster: tcp://HOST:PORT")
     ap.add_argument("--vspyre", help="the vspyre binary (default: $VSPYRE_BIN, PATH, build/*)")
     ap.add_argument("--retry-failed", action="store_true", help="rerun points that failed before")
+    ap.add_argument("--replace", action="store_true",
+                    help="the output directory holds another sweep's results (its sweep.yaml differs from "
+                         "this sweep file): replace them with this sweep's, reusing the runs the two share "
+                         "(without it the sweep refuses; a sweep.yaml vspyre did not write is never "
+                         "overwritten)")
     ap.add_argument("--keep-traces", action="store_true", help="keep each point's trace.json")
     ap.add_argument("--seeds", metavar="N|SEED,SEED...",
                     help="run every point once per card.launch_seed: N for the seeds 1 .. N, or a list (7, for "
@@ -1291,7 +1377,8 @@ def main(argv=None):
     try:
         r = run_sweep(a.sweep, vspyre=a.vspyre, out=a.out, jobs=a.jobs, scheduler=a.scheduler,
                       retry_failed=a.retry_failed, keep_traces=a.keep_traces,
-                      plots=not a.no_plots, quiet=a.quiet, list_only=a.list, seeds=seeds)
+                      plots=not a.no_plots, quiet=a.quiet, list_only=a.list, seeds=seeds,
+                      replace=a.replace)
     except SweepError as e:
         sys.stderr.write(f"vspyre sweep: error: {e}\n")
         return 2

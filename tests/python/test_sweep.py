@@ -324,10 +324,13 @@ def test_local_run_resume(tmp_path, vspyre):
     assert r3["skipped"] == 6 and r3["failed"] == 0
     assert comparable(read_csv(out / "results.csv")) == comparable(rows)
 
-    # Growing the sweep runs only the new points.
+    # Growing the sweep runs only the new points (another sweep file into the folder: --replace).
     f2 = write_sweep(tmp_path, SMALL.replace("[4, 6]", "[4, 6, 8]"), "s2.yaml")
-    r4 = vs.run_sweep(f2, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    with pytest.raises(vs.SweepError, match="holds the results of another sweep"):
+        vs.run_sweep(f2, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    r4 = vs.run_sweep(f2, vspyre=vspyre, out=out, jobs=2, quiet=True, replace=True)
     assert r4["total"] == 12 and r4["skipped"] == 8
+    assert (out / "sweep.yaml").read_text() == f2.read_text()
 
 
 def test_failed_points_are_rows(tmp_path, vspyre):
@@ -412,6 +415,126 @@ def test_example_sweeps_parse(vspyre):
     # failed rows on the 8- and 16-core cards).
     assert all("c32" not in p["name"] for p in sw["plans"]), sw["plans"]
     assert sw["axes"]["card.core.lx.size"] == ["1MiB", "2MiB", "4MiB"]
+
+
+# ------------------------------------------------------------------- the output directory
+
+STAND_IN = """#!{py}
+import json, os, sys
+a = sys.argv[1:]
+if a[0] == "describe":
+    print("[]"); sys.exit(0)
+out = a[a.index("--out") + 1]
+os.makedirs(out, exist_ok=True)
+with open(os.path.join(out, "stats.json"), "w") as f:
+    json.dump({{"probe": {{"time_us": 1.5}}, "stats": {{}}}}, f)
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path):
+    """A stand-in vspyre (describe lists nothing; a probe writes stats.json) and a base config
+    with the one key card.core.count: sweeps that run without a build."""
+    exe = tmp_path / "stand_in_vspyre"
+    exe.write_text(STAND_IN.format(py=sys.executable))
+    exe.chmod(0o755)
+    (tmp_path / "base.yaml").write_text("card:\n  core:\n    count: 8\n")
+    return str(exe)
+
+
+def sweep_text(counts, outputs="[csv]", name=None):
+    return (f"base: base.yaml\naxes: {{card.core.count: {counts}}}\nplans: [probe:pt]\noutputs: {outputs}\n"
+            + (f"name: {name}\n" if name else ""))
+
+
+def run_script(args, exe, cwd=None):
+    return subprocess.run([sys.executable, str(SCRIPT)] + [str(a) for a in args] + ["--vspyre", exe, "--jobs", "2"],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_the_users_sweep_yaml_in_out_is_never_overwritten(tmp_path, stand_in):
+    # `vspyre sweep my/a.yaml --out my` replaced the user's own my/sweep.yaml with a copy of a.yaml,
+    # and when the sweep file was my/sweep.yaml itself the copy died ("... are the same file").
+    my = tmp_path / "my"
+    my.mkdir()
+    (my / "base.yaml").write_text("card:\n  core:\n    count: 8\n")
+    mine = sweep_text("[8, 16]")
+    (my / "sweep.yaml").write_text(mine)
+    (my / "a.yaml").write_text(sweep_text("[4]"))
+    for extra in ([], ["--replace"]):
+        r = run_script([my / "a.yaml", "--out", my] + extra, stand_in)
+        assert r.returncode == 2, r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert (f"holds the results of another sweep ({my / 'sweep.yaml'} differs from {my / 'a.yaml'})" in r.stderr
+                if not extra else "was not written by vspyre sweep" in r.stderr), r.stderr
+        assert (my / "sweep.yaml").read_text() == mine
+        assert not (my / "results.csv").exists() and not (my / "points").exists()
+    # The folder's own sweep.yaml as the sweep file: runs, is not copied onto itself, and resumes.
+    r = run_script([my / "sweep.yaml", "--out", my], stand_in)
+    assert r.returncode == 0, r.stderr
+    assert (my / "sweep.yaml").read_text() == mine and len(read_csv(my / "results.csv")) == 2
+    r = run_script([my / "sweep.yaml", "--out", my], stand_in)
+    assert r.returncode == 0 and "0 run now, 2 kept from an earlier run" in r.stderr, r.stderr
+    # ... and stays the user's: another sweep with --replace still does not overwrite it.
+    r = run_script([my / "a.yaml", "--out", my, "--replace"], stand_in)
+    assert r.returncode == 2 and "was not written by vspyre sweep" in r.stderr, r.stderr
+    assert (my / "sweep.yaml").read_text() == mine and len(read_csv(my / "results.csv")) == 2
+
+
+def test_another_sweep_into_the_same_out_is_refused_without_replace(tmp_path, stand_in):
+    # A second, different sweep into the same --out replaced results.csv without a word and left
+    # the first sweep's results.parquet and plots/ next to it.
+    a = tmp_path / "a.yaml"
+    a.write_text(sweep_text("[8, 16]", "[csv, parquet, plots]"))
+    b = tmp_path / "b.yaml"
+    b.write_text(sweep_text("[16, 32, 64]"))
+    out = tmp_path / "out"
+    r = run_script([a, "--out", out], stand_in)
+    assert r.returncode == 0, r.stderr
+    first = (out / "results.csv").read_text()
+    # What the first sweep wrote with pyarrow and matplotlib (whether or not they are installed here).
+    (out / "plots").mkdir(exist_ok=True)
+    (out / "plots" / "probe_pt__card.core.count.png").write_bytes(b"png")
+    (out / "results.parquet").write_bytes(b"parquet")
+    # The same sweep again resumes (the feature kept from before).
+    r = run_script([a, "--out", out], stand_in)
+    assert r.returncode == 0 and "0 run now, 2 kept from an earlier run" in r.stderr, r.stderr
+    (out / "plots").mkdir(exist_ok=True)
+    (out / "plots" / "probe_pt__card.core.count.png").write_bytes(b"png")
+    (out / "results.parquet").write_bytes(b"parquet")
+    # Another sweep: refused before anything is written.
+    r = run_script([b, "--out", out], stand_in)
+    assert r.returncode == 2, r.stderr
+    assert f"--out: {out} holds the results of another sweep ({out / 'sweep.yaml'} differs from {b}); " \
+           "use another --out (or name:), or pass --replace" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert (out / "results.csv").read_text() == first and (out / "sweep.yaml").read_text() == a.read_text()
+    # --replace: this sweep's results only (the run they share, 16, is reused), no stale outputs.
+    r = run_script([b, "--out", out, "--replace"], stand_in)
+    assert r.returncode == 0, r.stderr
+    assert "2 run now, 1 kept from an earlier run" in r.stderr, r.stderr
+    assert [row["card.core.count"] for row in read_csv(out / "results.csv")] == ["16", "32", "64"]
+    assert (out / "sweep.yaml").read_text() == b.read_text()
+    assert not (out / "results.parquet").exists() and not (out / "plots").exists()
+    # A folder with results but no sweep.yaml is not taken for a sweep's either.
+    (out / "sweep.yaml").unlink()
+    r = run_script([a, "--out", out], stand_in)
+    assert r.returncode == 2 and "holds results.csv, points but no sweep.yaml" in r.stderr, r.stderr
+    # --list writes nothing and checks nothing.
+    assert run_script([b, "--out", out, "--list"], stand_in).returncode == 0
+
+
+def test_two_sweeps_of_one_name_do_not_share_the_default_out(tmp_path, stand_in):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "base.yaml").write_text("card:\n  core:\n    count: 8\n")
+    a = tmp_path / "a.yaml"
+    a.write_text(sweep_text("[8]", name="study"))
+    b = tmp_path / "x" / "b.yaml"
+    b.write_text(sweep_text("[16]", name="study"))
+    assert run_script([a], stand_in, cwd=tmp_path).returncode == 0
+    r = run_script([b], stand_in, cwd=tmp_path)
+    assert r.returncode == 2 and "sweeps/study holds the results of another sweep" in r.stderr, r.stderr
+    assert [row["card.core.count"] for row in read_csv(tmp_path / "sweeps" / "study" / "results.csv")] == ["8"]
 
 
 # ------------------------------------------------------------------------------------ Dask
@@ -697,5 +820,5 @@ outputs: [csv]
     # A sweep without seeds into the same --out leaves no stale per-seed table.
     h = write_sweep(tmp_path, "base: @BASE@\naxes: {card.core.pt.pass_overhead: [13]}\nplans: [probe:pt]\n"
                     "outputs: [csv]\n", "h.yaml")
-    vs.run_sweep(h, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    vs.run_sweep(h, vspyre=vspyre, out=out, jobs=2, quiet=True, replace=True)
     assert not (out / "results_by_seed.csv").exists()
