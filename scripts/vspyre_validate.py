@@ -30,6 +30,11 @@ or a fixture fails to run, and notes how many rows' predictions moved by more th
 baseline (naming the five that moved most), so that a change which reshuffles rows while MAPE
 holds still is seen.
 
+No output overwrites an input or another output: --write-baseline or --out's files naming the
+table, the config or the --check-baseline file (also through a hard link or a symlink), or each
+other, are refused before anything runs. Exit status: 0; 1 when a fixture fails or the baseline
+check does; 2 for a usage error (a bad argument, table, config or baseline); 130 on Ctrl-C.
+
 The simulation stays in C++; this script only orchestrates. Standard library + PyYAML;
 matplotlib for the plot (skipped with a note when it is missing or with --no-plot).
 """
@@ -1033,6 +1038,38 @@ def rows_moved(counted, base_rows):
 # CLI
 
 
+def _same_file(a, b):
+    """Whether two paths name one file: by identity when both exist (a hard link or a symlink is
+    the same file), else by their resolved paths (an output not written yet)."""
+    a, b = str(a), str(b)
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_no_overwrite(a):
+    """Refuse, before anything runs or is written, an output that is one of the inputs or another
+    output: --write-baseline onto the table, the config or the --check-baseline file, and
+    --out's validation.csv/.json/.png onto any of them."""
+    inputs = [("the measurement table (--table)", a.table), ("the card config (--config)", a.config)]
+    if a.check_baseline:
+        inputs.append(("the baseline checked against (--check-baseline)", a.check_baseline))
+    outs = [("--out", Path(a.out) / n) for n in ("validation.csv", "validation.json")
+            + (() if a.no_plot else ("validation.png",))]
+    if a.write_baseline:
+        outs.append(("--write-baseline", Path(a.write_baseline)))
+    for i, (opt, o) in enumerate(outs):
+        if os.path.isdir(o):
+            raise ValidateError(f"{opt}: {o} is a directory, expected a file to write")
+        for what, f in inputs:
+            if _same_file(o, f):
+                raise ValidateError(f"{opt}: {o} is {what}, which it would overwrite: write it elsewhere")
+        for opt2, o2 in outs[i + 1:]:
+            if _same_file(o, o2):
+                raise ValidateError(f"{opt2}: {o2} is the same file as {o}, which {opt} writes too: "
+                                    f"write it elsewhere")
+
+
 def seed_list(text):
     """--seeds: comma-separated card.launch_seed values (integers in [0, 2^63))."""
     try:
@@ -1087,6 +1124,7 @@ def main(argv=None):
     prog = None if (a.quiet or a.json) else (
         lambda s: sys.stderr.write(f"vspyre validate: {s}\n"))
     try:
+        check_no_overwrite(a)
         if a.check_baseline and not Path(a.check_baseline).is_file():
             raise ValidateError(f"{a.check_baseline}: no such baseline file")
         if a.check_baseline:

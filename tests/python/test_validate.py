@@ -403,6 +403,60 @@ def test_bad_arguments_are_one_line_errors_before_any_fixture_runs(fake, tmp_pat
     assert "lists no rows, so a --rows subset cannot be compared with it" in capsys.readouterr().err
 
 
+def test_outputs_never_overwrite_the_inputs_or_each_other(fake, tmp_path, capsys):
+    # --write-baseline onto the table or the config replaced it; --table D/validation.json (or
+    # .csv) --out D overwrote the table; --write-baseline D/validation.json --out D wrote one output
+    # over the other. Each is refused before anything runs, comparing files by identity.
+    make_table, set_times, exe = fake
+    t = make_table([m_row("ra", "a", 100.0), m_row("rb", "b", 100.0)])
+    set_times(a=110.0, b=90.0)
+    cfg = tmp_path / "card.yaml"
+    cfg.write_text("card: {}\n")
+    d = tmp_path / "D"
+    d.mkdir()
+    for n in ("validation.json", "validation.csv"):
+        (d / n).write_text(t.read_text())
+    (tmp_path / "hard.yaml").unlink(missing_ok=True)
+    os.link(t, tmp_path / "hard.yaml")
+    (tmp_path / "link.yaml").symlink_to(t)
+    base = tmp_path / "base.json"
+    base.write_text('{"mape_percent": 10.0}')
+    kept = {f: f.read_bytes() for f in (t, cfg, d / "validation.json", d / "validation.csv", base)}
+    common = ["--vspyre", exe, "-q", "--config", str(cfg)]
+    fresh = tmp_path / "fresh"
+    for args, words in (
+            (["--table", t, "--write-baseline", t, "--out", fresh],
+             f"--write-baseline: {t} is the measurement table (--table), which it would overwrite"),
+            (["--table", t, "--write-baseline", tmp_path / "hard.yaml", "--out", fresh], "is the measurement table"),
+            (["--table", tmp_path / "link.yaml", "--write-baseline", t, "--out", fresh], "is the measurement table"),
+            (["--table", t, "--write-baseline", cfg, "--out", fresh], "is the card config (--config)"),
+            (["--table", d / "validation.json", "--out", d],
+             f"--out: {d / 'validation.json'} is the measurement table (--table)"),
+            (["--table", d / "validation.csv", "--out", d, "--no-plot"],
+             f"--out: {d / 'validation.csv'} is the measurement table (--table)"),
+            (["--table", t, "--write-baseline", fresh / "validation.json", "--out", fresh],
+             f"--write-baseline: {fresh / 'validation.json'} is the same file as {fresh / 'validation.json'}, "
+             "which --out writes too"),
+            (["--table", t, "--write-baseline", base, "--check-baseline", base, "--out", fresh],
+             "is the baseline checked against (--check-baseline)"),
+            (["--table", t, "--check-baseline", d / "validation.json", "--out", d], "is the baseline checked against")):
+        assert vv.main(common + [str(x) for x in args]) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("vspyre validate: error: ") and words in err, (args, err)
+        assert len(err.strip().splitlines()) == 1, err
+        assert not fresh.exists(), args  # nothing ran, nothing was made
+        for f, b in kept.items():
+            assert f.read_bytes() == b, (args, f)
+    # Through the script: the exit code of a usage error.
+    r = subprocess.run([sys.executable, str(SCRIPT), "--table", str(t), "--write-baseline", str(t)] + common,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "is the measurement table" in r.stderr and "Traceback" not in r.stderr
+    # Distinct files are still written.
+    assert vv.main(common + ["--table", str(t), "--out", str(fresh), "--write-baseline", str(tmp_path / "b2.json"),
+                             "--no-plot"]) == 0
+    assert (fresh / "validation.json").exists() and (tmp_path / "b2.json").exists()
+
+
 def test_baseline_check_names_rows_that_moved_even_when_mape_did_not(fake, tmp_path, capsys):
     _, set_times, _ = fake
     _, args = two_row_baseline(fake, tmp_path)                   # ra 110, rb 90: MAPE 10
