@@ -4,6 +4,9 @@
     vspyre sweep SWEEP.yaml [--jobs N] [--out DIR] [--replace] [--seeds N|SEED,SEED...] [--scheduler tcp://HOST:PORT]
     python3 scripts/vspyre_sweep.py SWEEP.yaml [...] [--vspyre PATH/TO/vspyre]
 
+`vspyre sweep` runs this script with --vspyre set to the binary it was run as ($VSPYRE_BIN is read
+only when the script is run on its own without --vspyre).
+
 A sweep file names a base card config, axes over config keys (lists, ranges, log ranges;
 crossed or zipped), the plans to run (bundle directories, globs, or probe:memory|ring|pcie|pt)
 and the outputs wanted. Every (point, plan) pair runs `vspyre run|probe ... --json --out DIR` as
@@ -622,7 +625,7 @@ def run_point(task):
     """Run one (point, plan) pair in a scratch directory; return everything the row needs.
 
     Runs on a Dask worker too: it needs the vspyre binary, the base config and the bundle at the
-    same paths there (a shared filesystem or the same image); $VSPYRE_BIN on the worker
+    same paths there (a shared filesystem or the same image); $VSPYRE_WORKER_BIN on the worker
     overrides the binary's path. Nothing is written outside the scratch directory.
     """
     import os as _os
@@ -1352,10 +1355,15 @@ def main(argv=None):
         prog="vspyre sweep",
         description="Run a what-if sweep: every point of the sweep file's axes over every plan.")
     ap.add_argument("sweep", help="sweep file (configs/sweeps/*.yaml)")
-    ap.add_argument("--jobs", "-j", type=int, help="points run at once (default: all cores)")
+    ap.add_argument("--jobs", "-j", type=int, help="points run at once (default: the sweep file's jobs:, else all cores)")
     ap.add_argument("--out", "-o", help="output directory (default: sweeps/<sweep name>)")
     ap.add_argument("--scheduler", help="run on a Dask distributed cluster: tcp://HOST:PORT")
-    ap.add_argument("--vspyre", help="the vspyre binary (default: $VSPYRE_BIN, PATH, build/*)")
+    ap.add_argument("--vspyre", metavar="PATH",
+                    help="the vspyre binary each point runs. `vspyre sweep` passes the binary it was run as, "
+                         "so $VSPYRE_BIN is not read there (a --vspyre of your own still wins); "
+                         "run as python3 scripts/vspyre_sweep.py without --vspyre: $VSPYRE_BIN, else vspyre "
+                         "on PATH, else the newest build/*/cli/vspyre. $VSPYRE_WORKER_BIN on a Dask worker "
+                         "overrides it there")
     ap.add_argument("--retry-failed", action="store_true", help="rerun points that failed before")
     ap.add_argument("--replace", action="store_true",
                     help="the output directory holds another sweep's results (its sweep.yaml differs from "

@@ -5,6 +5,9 @@
                     [--write-baseline [FILE]] [--check-baseline FILE] [--tolerance POINTS]
     python3 scripts/vspyre_validate.py [...] [--vspyre PATH/TO/vspyre]
 
+`vspyre validate` runs this script with --vspyre set to the binary it was run as ($VSPYRE_BIN is
+read only when the script is run on its own without --vspyre).
+
 The table (default bench/validation/measured.yaml; its header documents the row fields) lists
 measured kernels (type M), ratio-only measurements (M-ratio) and other models' predictions (P).
 Every row with a bundle fixture is run once with `vspyre run FIXTURE --config F --json --no-data`.
@@ -1092,8 +1095,11 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="print one JSON object, not the report")
     ap.add_argument("--out", "-o", default="out/validation",
                     help="directory for validation.csv/.png/.json (default out/validation)")
-    ap.add_argument("--vspyre", help="the vspyre binary (default: $VSPYRE_BIN, "
-                    "build/release/cli/vspyre, PATH, the newest build/*/cli/vspyre)")
+    ap.add_argument("--vspyre", metavar="PATH",
+                    help="the vspyre binary each fixture runs. `vspyre validate` passes the binary it was "
+                         "run as, so $VSPYRE_BIN is not read there (a --vspyre of your own still "
+                         "wins); run as python3 scripts/vspyre_validate.py without --vspyre: $VSPYRE_BIN, "
+                         "else build/release/cli/vspyre, else vspyre on PATH, else the newest build/*/cli/vspyre")
     ap.add_argument("--jobs", "-j", type=int, help="fixtures run at once (default: all cores)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per fixture (default 1800)")
     ap.add_argument("--same-band", type=float, default=5.0,

@@ -822,3 +822,23 @@ outputs: [csv]
                     "outputs: [csv]\n", "h.yaml")
     vs.run_sweep(h, vspyre=vspyre, out=out, jobs=2, quiet=True, replace=True)
     assert not (out / "results_by_seed.csv").exists()
+
+
+def test_help_says_which_binary_runs_through_vspyre_sweep(tmp_path, stand_in):
+    # --help said --vspyre defaults to $VSPYRE_BIN, but `vspyre sweep` passes --vspyre <itself>
+    # first, so $VSPYRE_BIN is never read there; the help now says so.
+    h = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60).stdout
+    h = " ".join(h.split())
+    assert "`vspyre sweep` passes the binary it was run as, so $VSPYRE_BIN is not read there" in h, h
+    assert "default: $VSPYRE_BIN" not in h
+    # What the help says is what happens: as the binary calls the script, $VSPYRE_BIN is not read,
+    # and a --vspyre of the user's (after the binary's) wins.
+    f = tmp_path / "s.yaml"
+    f.write_text(sweep_text("[8]"))
+    env = dict(os.environ, VSPYRE_BIN=str(tmp_path / "no_such_vspyre"))
+    as_binary = [sys.executable, str(SCRIPT), "--vspyre", stand_in, str(f), "--list"]
+    r = subprocess.run(as_binary, capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0 and "card.core.count=8" in r.stdout, r.stderr
+    r = subprocess.run(as_binary + ["--vspyre", str(tmp_path / "mine")], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 2 and f"vspyre binary {tmp_path / 'mine'} does not exist" in r.stderr, r.stderr

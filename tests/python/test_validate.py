@@ -457,6 +457,24 @@ def test_outputs_never_overwrite_the_inputs_or_each_other(fake, tmp_path, capsys
     assert (fresh / "validation.json").exists() and (tmp_path / "b2.json").exists()
 
 
+def test_help_says_which_binary_runs_through_vspyre_validate(fake, tmp_path, capsys, monkeypatch):
+    # --help said --vspyre defaults to $VSPYRE_BIN, but `vspyre validate` passes --vspyre <itself>
+    # first, so $VSPYRE_BIN is never read there; the help now says so.
+    h = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60).stdout
+    h = " ".join(h.split())
+    assert "`vspyre validate` passes the binary it was run as, so $VSPYRE_BIN is not read there" in h, h
+    assert "default: $VSPYRE_BIN" not in h
+    make_table, set_times, exe = fake
+    t = make_table([m_row("ra", "a", 100.0)])
+    set_times(a=110.0)
+    monkeypatch.setenv("VSPYRE_BIN", str(tmp_path / "no_such_vspyre"))
+    as_binary = ["--vspyre", exe, "--table", str(t), "-q", "--no-plot", "--out", str(tmp_path / "o")]
+    assert vv.main(as_binary) == 0
+    capsys.readouterr()
+    assert vv.main(as_binary + ["--vspyre", str(tmp_path / "mine")]) == 2
+    assert str(tmp_path / "mine") in capsys.readouterr().err
+
+
 def test_baseline_check_names_rows_that_moved_even_when_mape_did_not(fake, tmp_path, capsys):
     _, set_times, _ = fake
     _, args = two_row_baseline(fake, tmp_path)                   # ra 110, rb 90: MAPE 10
