@@ -18,8 +18,9 @@ every stat a column, and OUT/plots/ a PNG per plan and axis (a heatmap when ther
 With `seeds:` each pair runs once per card.launch_seed: results.csv then holds the mean over the
 seeds with the headline's min, max and spread (the plots draw the range as error bars), and
 results_by_seed.csv one row per seed. OUT/sweep.yaml (a copy of the sweep file) says which sweep OUT
-holds: another sweep into the same OUT is refused unless --replace (which reuses the runs the two
-share), and a sweep.yaml vspyre did not write is never overwritten.
+holds: the same sweep file (as it was, or edited since) resumes there, another sweep into the same
+OUT is refused unless --replace (which reuses the runs the two share), and a sweep.yaml vspyre did
+not write is never overwritten.
 
 The simulation stays in C++; this script only orchestrates. Standard library + PyYAML;
 dask.distributed for --scheduler, matplotlib for plots, pyarrow for Parquet (all optional at
@@ -1194,12 +1195,21 @@ def _copy_is_ours(outdir):
         return False
 
 
+def _copy_source(outdir):
+    """The sweep file OUT/sweep.yaml was copied from (as the mark records it), or None."""
+    try:
+        return json.loads((Path(outdir) / COPY_MARK).read_text(encoding="utf-8")).get("source")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def check_outdir(outdir, sweep_path, replace=False):
     """Whether the sweep may write in OUT, before anything is written; True when OUT/sweep.yaml is
     to be (re)written with a copy of the sweep file.
 
     OUT/sweep.yaml says which sweep OUT's results are: the same sweep (the same bytes, or the sweep
-    file is OUT/sweep.yaml itself) resumes; another sweep's results are replaced only with
+    file is OUT/sweep.yaml itself) resumes; so does the sweep file vspyre copied there, edited since
+    (a sweep grown by a few points reruns only those); another sweep's results are replaced only with
     --replace (the runs the two share are reused), and even then a sweep.yaml that vspyre did not
     write (the user's own file) is never overwritten. A folder holding results without a
     sweep.yaml is taken only with --replace."""
@@ -1210,6 +1220,8 @@ def check_outdir(outdir, sweep_path, replace=False):
             return False  # the sweep file is the folder's own: nothing to copy
         if y.is_file() and not y.is_symlink() and y.read_bytes() == src.read_bytes():
             return False  # the same sweep: resume
+        if _copy_is_ours(outdir) and _copy_source(outdir) == str(src.resolve()):
+            return True  # the same sweep file, edited since (grown, say): its folder; the shared runs are reused
         if not replace:
             raise SweepError(f"--out: {outdir} holds the results of another sweep ({y} differs from {src}); "
                              f"use another --out (or name:), or pass --replace to replace them with this "

@@ -324,12 +324,18 @@ def test_local_run_resume(tmp_path, vspyre):
     assert r3["skipped"] == 6 and r3["failed"] == 0
     assert comparable(read_csv(out / "results.csv")) == comparable(rows)
 
-    # Growing the sweep runs only the new points (another sweep file into the folder: --replace).
-    f2 = write_sweep(tmp_path, SMALL.replace("[4, 6]", "[4, 6, 8]"), "s2.yaml")
+    # Growing the sweep file runs only the new points (the folder's own sweep file, edited).
+    grown = SMALL.replace("[4, 6]", "[4, 6, 8]")
+    f.write_text(grown.replace("@BASE@", str(BASE)).replace("@BUNDLES@", str(BUNDLES)))
+    r4 = vs.run_sweep(f, vspyre=vspyre, out=out, jobs=2, quiet=True)
+    assert r4["total"] == 12 and r4["skipped"] == 8
+    assert (out / "sweep.yaml").read_text() == f.read_text()
+    # Another sweep file into the folder is refused without --replace, which reuses the shared runs.
+    f2 = write_sweep(tmp_path, grown.replace("[4, 6, 8]", "[4, 6, 8, 10]"), "s2.yaml")
     with pytest.raises(vs.SweepError, match="holds the results of another sweep"):
         vs.run_sweep(f2, vspyre=vspyre, out=out, jobs=2, quiet=True)
-    r4 = vs.run_sweep(f2, vspyre=vspyre, out=out, jobs=2, quiet=True, replace=True)
-    assert r4["total"] == 12 and r4["skipped"] == 8
+    r5 = vs.run_sweep(f2, vspyre=vspyre, out=out, jobs=2, quiet=True, replace=True)
+    assert r5["total"] == 16 and r5["skipped"] == 12
     assert (out / "sweep.yaml").read_text() == f2.read_text()
 
 
