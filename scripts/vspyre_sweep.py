@@ -518,6 +518,8 @@ def load_sweep(path, vspyre):
         raise SweepError(f"{path}: plan(s) named more than once: {sorted(dup)}")
 
     outputs = spec.get("outputs", ["csv", "parquet", "plots"])
+    if isinstance(outputs, str):  # `outputs: csv`: one kind, not its letters
+        outputs = [outputs]
     metric = None
     if isinstance(outputs, dict):
         metric = outputs.get("metric")

@@ -113,8 +113,13 @@ const Sdsc& LoadedBundle::sdsc(const std::string& file) const {
 
 std::string read_text_file(const std::filesystem::path& p, const std::string& what) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(p, ec))
+  if (!std::filesystem::is_regular_file(p, ec)) {
+    std::error_code xec;
+    if (std::filesystem::exists(p, xec))  // a device, a pipe, ...: there, but not a bundle's file
+      throw LoadError(what + ": " + quote(p.string()) + " is not a regular file (expected a bundle directory, "
+                      "its bundle.mlir or an SDSC file)");
     throw LoadError(what + ": file " + quote(p.string()) + " not found");
+  }
   auto size = std::filesystem::file_size(p, ec);
   if (ec) throw LoadError(what + ": cannot stat " + quote(p.string()));
   if (size > k_max_file_bytes)

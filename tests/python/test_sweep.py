@@ -411,6 +411,13 @@ outputs: [csv]
             vs.check_scheduler(bad)
 
 
+def test_outputs_may_name_one_kind_as_a_string(tmp_path, vspyre):
+    # `outputs: csv` was read letter by letter ("unknown output(s) ['c', 's', 'v']").
+    f = write_sweep(tmp_path, "base: @BASE@\naxes: {card.core.pt.pass_overhead: [4]}\nplans: [probe:pt]\n"
+                    "outputs: plots\n")
+    assert vs.load_sweep(f, vspyre)["outputs"] == {"csv", "plots"}
+
+
 def test_example_sweeps_parse(vspyre):
     for f in sorted((ROOT / "configs" / "sweeps").glob("*.yaml")):
         sw = vs.load_sweep(f, vspyre)

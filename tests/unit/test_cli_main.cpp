@@ -868,6 +868,8 @@ TEST_CASE("cli: inputs an audit found crashing, hanging or silently misread are 
     bomb += "]\n";
   }
   check_input_error(run({"describe", "--config", t.write("bomb.yaml", bomb)}), "YAML aliases expanded");
+  // A device as the bundle: there, but not a file ("not found" before).
+  check_input_error(run({"run", "/dev/null", "--no-data"}), "'/dev/null' is not a regular file");
   // card.count was read by nothing (every other component refuses a count it cannot take).
   check_input_error(run({"describe", "-p", "card.count=2"}), "card.count: the card is not repeatable");
   // The same option twice: the last no longer wins unseen.
