@@ -82,6 +82,9 @@ NpyArray read_npy(const std::filesystem::path& file) {
     return dict.substr(p + 1);
   };
   std::string descr = field("descr");
+  descr.erase(0, descr.find_first_not_of(' '));
+  if (!descr.empty() && descr[0] == '[')
+    bad(file, "a structured dtype (named fields) is not supported (expected little-endian float16/32/64)");
   const auto q1 = descr.find('\''), q2 = descr.find('\'', q1 + 1);
   if (q1 == std::string::npos || q2 == std::string::npos) bad(file, "descr malformed");
   descr = descr.substr(q1 + 1, q2 - q1 - 1);

@@ -1037,6 +1037,13 @@ TEST_CASE("exec: npy files round-trip and bad ones are rejected by name", "[exec
   }
   CHECK_THROWS_WITH(exec::read_npy(tmp.dir / "f2.npy"), Catch::Contains("data longer than the shape and dtype say"));
   CHECK_THROWS_WITH(exec::read_npy(tmp.dir), Catch::Contains("is a directory, not a .npy file"));
+  {  // a structured dtype was reported as "dtype 'a'" (its first field's name)
+    std::string bytes = testing::slurp(f);
+    const auto at = bytes.find("'<f4'");
+    bytes.replace(at, 5, "[('a', '<f4')]");
+    std::ofstream(tmp.dir / "rec.npy", std::ios::binary) << bytes;
+  }
+  CHECK_THROWS_WITH(exec::read_npy(tmp.dir / "rec.npy"), Catch::Contains("a structured dtype (named fields) is not supported"));
 }
 
 namespace {
