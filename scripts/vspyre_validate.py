@@ -214,6 +214,21 @@ def load_table(path):
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
         raise ValidateError(f"{path}: not valid YAML: {e}") from e
+    # A key given twice in one mapping (a row's `measured` twice, say): PyYAML keeps the last one.
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, yaml.MappingNode):
+            keys = set()
+            for k, v in n.value:
+                if isinstance(k, yaml.ScalarNode):
+                    if k.value in keys:
+                        raise ValidateError(f"{path}:{k.start_mark.line + 1}:{k.start_mark.column + 1}: "
+                                            f"duplicate key '{k.value}'")
+                    keys.add(k.value)
+                stack.append(v)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not doc["rows"]:
         raise ValidateError(f"{path}: the table must be a mapping with a non-empty list `rows`")
     if doc.get("schema", 1) != 1:

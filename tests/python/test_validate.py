@@ -561,6 +561,14 @@ def test_table_not_a_list(tmp_path):
         vv.load_table(tmp_path / "missing.yaml")
 
 
+def test_a_key_given_twice_in_the_table_is_refused(tmp_path):
+    # PyYAML kept the last `measured` of a row silently.
+    t = tmp_path / "t.yaml"
+    t.write_text("rows:\n  - id: a\n    type: M\n    measured: 10\n    measured: 20\n")
+    with pytest.raises(vv.ValidateError, match=r"t.yaml:5:5: duplicate key 'measured'"):
+        vv.load_table(t)
+
+
 def test_committed_table_loads():
     rows = vv.load_table(vv.DEFAULT_TABLE)
     types = {r["type"] for r in rows}
