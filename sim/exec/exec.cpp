@@ -668,14 +668,10 @@ struct Executor {
       auto it = rows_of.find(ia.value_lds);
       if (it != rows_of.end()) return it->second;
       const std::vector<uint8_t>& idx = load(ia.index_lds);
-      try {
-        return rows_of
-            .emplace(ia.value_lds, detail::indirect_rows(ia, tensor(ia.value_lds), tensor(ia.index_lds).info, idx,
-                                                         detail::value_rows(plan, pos, ia)))
-            .first->second;
-      } catch (const ExecError& e) {
-        throw ExecError(s.file + ": " + e.what());
-      }
+      return rows_of
+          .emplace(ia.value_lds, detail::indirect_rows(ia, tensor(ia.value_lds), tensor(ia.index_lds).info, idx,
+                                                       detail::value_rows(plan, pos, ia)))
+          .first->second;
     };
     load = [&](uint32_t lds) -> std::vector<uint8_t>& {
       auto it = host.find(lds);

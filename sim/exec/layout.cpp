@@ -175,7 +175,7 @@ std::vector<int64_t> indirect_index_positions(const bundle::IndirectAccess& ia, 
   for (size_t k = 0; k < ia.dims.size(); ++k)
     if (auto it = host_stride.find(ia.dims[k]); it != host_stride.end()) last += (units[k] - 1) * it->second;
   if (rows > 0 && last >= stride)
-    throw ExecError("index tensor " + index_info.name + " holds " + std::to_string(stride) + " indices, but the view of " +
+    throw ExecError(value.info.sdsc_file + ": index tensor " + index_info.name + " holds " + std::to_string(stride) + " indices, but the view of " +
                      value.info.name + " it indexes reaches index " + std::to_string(last) +
                      ": the two tensors' dims disagree (their sizes or scale_)");
   std::vector<int64_t> out(static_cast<size_t>(rows));

@@ -157,7 +157,8 @@ struct IndirectRows {
   std::vector<uint64_t> index;  // per view row: the value tensor's row
 };
 // For each row r of the value view: the host-order position, in the index tensor `index_info`,
-// of the element that picks it.
+// of the element that picks it. Throws ExecError naming the SDSC when the view reaches past the
+// index tensor (their dims disagree).
 std::vector<int64_t> indirect_index_positions(const bundle::IndirectAccess& ia, const MappedTensor& value,
                                               const TensorInfo& index_info);
 // `index_host`: the index tensor's host-order device-format elements (`index_info`). Throws

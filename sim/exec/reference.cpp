@@ -1251,13 +1251,7 @@ RefRows ref_rows(const bundle::ResolvedExecution& r, const bundle::IndirectAcces
   }
   RefRows out;
   out.row_elems = int64_t(detail::indirect_row_bytes(ia, value) * 8 / uint64_t(fmt::bits_per_element(value.info.format)));
-  std::vector<int64_t> positions;
-  try {
-    positions = detail::indirect_index_positions(ia, value, index.info);
-  } catch (const ExecError& e) {
-    throw ExecError(r.sdsc->file + ": " + e.what());
-  }
-  for (int64_t e : positions) {
+  for (int64_t e : detail::indirect_index_positions(ia, value, index.info)) {
     const double v = iv.at(size_t(e));
     if (!(v >= 0)) throw Unavailable{"index " + std::to_string(v) + " of " + index.info.name + " is negative"};
     out.index.push_back(uint64_t(v));
