@@ -46,6 +46,8 @@ from pathlib import Path
 
 import yaml
 
+from vspyre_yaml import UniqueKeyLoader
+
 PROBES = ("memory", "ring", "pcie", "pt")
 SWEEP_KEYS = {"name", "description", "base", "set", "axes", "combine", "zip", "plans", "outputs",
               "timeout", "jobs", "seeds"}
@@ -277,27 +279,6 @@ def expand_points(axes, combine="cross", zip_groups=None):
 # Config keys and hashing
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last one
-    silently; the C++ config loader refuses it, and so does a sweep file)."""
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen = set()
-            for k, _ in node.value:
-                if k.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(k, deep=True)
-                try:
-                    dup = key in seen
-                    seen.add(key)
-                except TypeError:  # an unhashable key: the base class says so
-                    continue
-                if dup:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}'", k.start_mark)
-        return super().construct_mapping(node, deep)
-
-
 def _read_text(path, what):
     """A file's text, or a SweepError naming it (missing, a directory, not UTF-8)."""
     path = Path(path)
@@ -317,7 +298,7 @@ def _parse_yaml(text, path, what):
     """YAML text -> data, or a one-line SweepError at file:line:column (a syntax error, a key given
     twice)."""
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        return yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.MarkedYAMLError as e:
         m = e.problem_mark or e.context_mark
         where = f"{path}:{m.line + 1}:{m.column + 1}" if m else str(path)
@@ -1187,22 +1168,21 @@ def _sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _mark_of(outdir):
+    """What the mark beside OUT/sweep.yaml records ({} when there is none or it is unreadable)."""
+    try:
+        mark = json.loads((Path(outdir) / COPY_MARK).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return mark if isinstance(mark, dict) else {}
+
+
 def _copy_is_ours(outdir):
-    y, mark = Path(outdir) / "sweep.yaml", Path(outdir) / COPY_MARK
-    if y.is_symlink() or not y.is_file() or not mark.is_file():
+    y = Path(outdir) / "sweep.yaml"
+    if y.is_symlink() or not y.is_file():
         return False
-    try:
-        return json.loads(mark.read_text(encoding="utf-8")).get("sweep_sha256") == _sha256(y)
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _copy_source(outdir):
-    """The sweep file OUT/sweep.yaml was copied from (as the mark records it), or None."""
-    try:
-        return json.loads((Path(outdir) / COPY_MARK).read_text(encoding="utf-8")).get("source")
-    except (OSError, ValueError, AttributeError):
-        return None
+    sha = _mark_of(outdir).get("sweep_sha256")
+    return sha is not None and sha == _sha256(y)
 
 
 def check_outdir(outdir, sweep_path, replace=False):
@@ -1222,13 +1202,14 @@ def check_outdir(outdir, sweep_path, replace=False):
             return False  # the sweep file is the folder's own: nothing to copy
         if y.is_file() and not y.is_symlink() and y.read_bytes() == src.read_bytes():
             return False  # the same sweep: resume
-        if _copy_is_ours(outdir) and _copy_source(outdir) == str(src.resolve()):
+        ours = _copy_is_ours(outdir)
+        if ours and _mark_of(outdir).get("source") == str(src.resolve()):
             return True  # the same sweep file, edited since (grown, say): its folder; the shared runs are reused
         if not replace:
             raise SweepError(f"--out: {outdir} holds the results of another sweep ({y} differs from {src}); "
                              f"use another --out (or name:), or pass --replace to replace them with this "
                              f"sweep's (the runs the two share are reused)")
-        if not _copy_is_ours(outdir):
+        if not ours:
             raise SweepError(f"--out: {y} was not written by vspyre sweep (or was changed since), so --replace "
                              f"does not overwrite it: move it away or use another --out")
         return True

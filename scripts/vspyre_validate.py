@@ -60,6 +60,8 @@ from pathlib import Path
 
 import yaml
 
+from vspyre_yaml import UniqueKeyLoader
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TABLE = ROOT / "bench" / "validation" / "measured.yaml"
 DEFAULT_BASELINE = ROOT / "bench" / "validation" / "baseline.json"
@@ -210,25 +212,13 @@ def load_table(path):
     except UnicodeDecodeError as e:
         raise ValidateError(f"{path}: not a UTF-8 text file (byte {e.start}): not a measurement table") from e
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=UniqueKeyLoader)  # a key given twice (a row's `measured`) is refused
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.constructor.ConstructorError as e:
+        m = e.problem_mark
+        raise ValidateError(f"{path}:{m.line + 1}:{m.column + 1}: {e.problem}" if m else f"{path}: {e.problem}") from e
     except yaml.YAMLError as e:
         raise ValidateError(f"{path}: not valid YAML: {e}") from e
-    # A key given twice in one mapping (a row's `measured` twice, say): PyYAML keeps the last one.
-    stack = [node] if node is not None else []
-    while stack:
-        n = stack.pop()
-        if isinstance(n, yaml.MappingNode):
-            keys = set()
-            for k, v in n.value:
-                if isinstance(k, yaml.ScalarNode):
-                    if k.value in keys:
-                        raise ValidateError(f"{path}:{k.start_mark.line + 1}:{k.start_mark.column + 1}: "
-                                            f"duplicate key '{k.value}'")
-                    keys.add(k.value)
-                stack.append(v)
-        elif isinstance(n, yaml.SequenceNode):
-            stack.extend(n.value)
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or not doc["rows"]:
         raise ValidateError(f"{path}: the table must be a mapping with a non-empty list `rows`")
     if doc.get("schema", 1) != 1:
