@@ -838,16 +838,14 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       for (size_t j = 0; j < tiles.size(); ++j) tiles[j].tile = options[j][pick[j]];
       const Need nn = need();
       const bool single = nn.resident + nn.buffers <= usable && nn.buffers <= 2 * cap;
-      uint64_t ntiles = 1;
-      for (const auto& dt : tiles) ntiles *= dt.count();
-      const bool dbl2 = fits(nn) && ntiles > 1;
+      uint64_t count = 1;
+      for (const auto& dt : tiles) count *= dt.count();
+      const bool dbl2 = fits(nn) && count > 1;  // one tile overlaps nothing, whatever LX holds
       // Replacing a one-dimension cut: only tilings as good as it on LX (double buffered) and on
       // traffic count.
       const bool candidate = single && (!short_runs || dbl2);
       const double cost = candidate ? traffic() : 0.0;
       if (candidate && (!short_runs || cost <= 1.01 * single_cost)) {
-        uint64_t count = 1;
-        for (const auto& dt : tiles) count *= dt.count();
         // Runs count up to the tile target: past it a longer run saves nothing more.
         const uint64_t run = std::min(min_run(), m_card.tile_target_bytes);
         // Double buffering first; then, when replacing a one-dimension cut for its short runs, the
