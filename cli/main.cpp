@@ -102,7 +102,9 @@ const char* kRunHelp =
     "                    host}; a tensor the bundle addresses at arg<i> + offset (a slice, half\n"
     "                    a cat) is its own entry, labelled arg<i>+<offset>\n"
     "  --out DIR         write stats.json, trace.json and config.resolved.yaml into DIR; with data,\n"
-    "                    also <label>_input.npy / <label>_output.npy (host order, fp32)\n"
+    "                    also <label>_input.npy / <label>_output.npy (host order, fp32); the files\n"
+    "                    an earlier run wrote into DIR and this one does not are removed, unless\n"
+    "                    changed since (DIR/.vspyre-run.json lists them); no other file is touched\n"
     "  --no-trace        with --out: no trace.json (recording it is most of a short run's host time\n"
     "                    and 100+ MB on a large kernel; vspyre sweep passes it)\n"
     "  --trace FILE      write a Chrome trace of every engine\n"
@@ -283,7 +285,56 @@ class OutputGuard {
     const fs::path f = m_out / name;
     check(f, "--out");
     make_out();
+    m_out_names.insert(name);
     return f;
+  }
+  // After the run has written its files into --out (`written`: the names write_outputs gave, with
+  // the tensors' files out_file handed out): a run into a DIR an earlier run wrote would leave
+  // that run's trace.json or tensors beside the new results, and nothing would tell them apart.
+  // So each run records what it wrote in DIR/.vspyre-run.json (name, size, modification time),
+  // and the next run into DIR removes the files of that list it did not write again, if each is
+  // still as that run left it. A file the user made or changed is never removed: one that a
+  // run could have written (stats.json, trace.json, config.resolved.yaml, *_input.npy,
+  // *_output.npy) but this one did not gets a note on stderr instead.
+  void finish(const std::vector<std::string>& written) {
+    if (m_out.empty()) return;
+    for (const auto& n : written) m_out_names.insert(n);
+    const fs::path mark = m_out / kRunMark;
+    std::map<std::string, FileStamp> before;  // the previous run's files, as it left them
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(mark, ec)) && !fs::is_regular_file(fs::symlink_status(mark, ec))) {
+      std::fprintf(stderr, "vspyre: note: %s is not a file vspyre wrote (left as it was; no earlier output removed)\n", mark.string().c_str());
+      return;
+    }
+    if (fs::is_regular_file(mark, ec)) {
+      try {
+        std::ifstream in(mark);
+        const nlohmann::json j = nlohmann::json::parse(in);
+        for (const auto& f : j.at("files")) before[f.at("name").get<std::string>()] = {f.at("size").get<uint64_t>(), f.at("mtime_ns").get<int64_t>()};
+      } catch (const std::exception&) {
+        before.clear();  // not ours to read: every file in DIR counts as the user's
+        std::fprintf(stderr, "vspyre: note: %s is not a list vspyre wrote; no earlier output in '%s' is removed\n",
+                     mark.string().c_str(), m_out.string().c_str());
+      }
+    }
+    for (const auto& entry : fs::directory_iterator(m_out, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (m_out_names.count(name) || name == kRunMark) continue;
+      auto it = before.find(name);
+      const auto now = stamp(entry.path());
+      if (it != before.end() && now && *now == it->second && entry.is_regular_file(ec)) {
+        std::error_code rm;
+        if (fs::remove(entry.path(), rm)) continue;
+      }
+      if (could_be_ours(name))
+        std::fprintf(stderr, "vspyre: note: '%s' is not from this run (left as it was)\n", entry.path().string().c_str());
+    }
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& n : m_out_names)
+      if (auto st = stamp(m_out / n)) files.push_back({{"name", n}, {"size", st->size}, {"mtime_ns", st->mtime_ns}});
+    std::ofstream out(mark, std::ios::trunc);
+    out << nlohmann::json{{"written_by", "vspyre run/probe --out: the files of the last run into this directory"}, {"files", files}}.dump(1) << "\n";
+    if (!out) throw InputError("--out: cannot write '" + mark.string() + "'");
   }
   void make_out() const {
     std::error_code ec;
@@ -304,7 +355,23 @@ class OutputGuard {
     fs::path c = fs::weakly_canonical(abs, ec);
     return ec ? abs.lexically_normal() : c;
   }
+  static constexpr const char* kRunMark = ".vspyre-run.json";
+  struct FileStamp {
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    bool operator==(const FileStamp& o) const { return size == o.size && mtime_ns == o.mtime_ns; }
+  };
+  static std::optional<FileStamp> stamp(const fs::path& p) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    return FileStamp{static_cast<uint64_t>(st.st_size), static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  }
+  static bool could_be_ours(const std::string& n) {
+    auto ends = [&](const std::string& suf) { return n.size() > suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0; };
+    return n == "stats.json" || n == "trace.json" || n == "config.resolved.yaml" || ends("_input.npy") || ends("_output.npy");
+  }
   fs::path m_out;
+  std::set<std::string> m_out_names;  // the files this run wrote into --out
   std::set<fs::path> m_inputs;
   std::set<std::pair<uint64_t, uint64_t>> m_input_ids;
   std::map<fs::path, std::string> m_written;  // canonical path -> the option that writes it
@@ -464,7 +531,7 @@ int cmd_probe(Args a) {
   else r = probe_pt(card);
   r["probe"] = which;
   r["config"] = a.sim.config_file;
-  if (!a.out_dir.empty()) sim.write_outputs(a.out_dir, {{"probe", r}});
+  if (!a.out_dir.empty()) guard.finish(sim.write_outputs(a.out_dir, {{"probe", r}}));
   if (!a.trace_file.empty()) sim.trace()->write(a.trace_file);
   if (a.json) std::cout << r.dump(2) << "\n";
   else {
@@ -809,7 +876,7 @@ int cmd_run(Args a) {
                  {"sim_over_host", sim_s > 0 ? r.kernel_ps / 1e12 * a.repeat / sim_s : 0.0}};
   j["bundle"] = a.positional[0];
   j["config"] = a.sim.config_file;
-  if (!a.out_dir.empty()) sim.write_outputs(a.out_dir, {{"run", j}});
+  if (!a.out_dir.empty()) guard->finish(sim.write_outputs(a.out_dir, {{"run", j}}));
   if (!a.trace_file.empty()) sim.trace()->write(a.trace_file);
   if (a.json) std::cout << j.dump(2) << "\n";
   else {

@@ -236,6 +236,14 @@ std::vector<ResolvedExecution> resolve(const LoadedBundle& lb, const Bindings& b
     ResolvedExecution r;
     r.sdsc = &lb.sdsc(x.sdsc_file);
     const Sdsc& s = *r.sdsc;
+    // Symbols whose value the bundle computes from the pool (%pool + offset): the tensors at them
+    // are the kernel's private HBM, and must lie inside the bytes device_mem_allocate asked for
+    // (past them is whatever the runtime placed next).
+    std::set<int64_t> pool_symbols;
+    if (x.source && lb.bundle.pool_bytes)
+      for (size_t i = 0; i < x.source->symbol_ids.size() && i < x.source->operands.size(); ++i)
+        for (const Term& t : x.source->operands[i].terms)
+          if (t.kind == AtomKind::pool && t.coeff != 0) pool_symbols.insert(x.source->symbol_ids[i]);
     for (const Allocation& a : s.allocations) {
       std::vector<uint64_t> addr(a.start.size(), 0);
       for (uint32_t core : s.core_ids) {
@@ -260,6 +268,13 @@ std::vector<ResolvedExecution> resolve(const LoadedBundle& lb, const Bindings& b
                             std::to_string(limits.lx_usable()) + " usable LX bytes per core");
         } else if (v + a.span_per_core < v) {
           throw LoadError(where + ": HBM span wraps around the address space");
+        } else if (pool_symbols.count(sa.value)) {
+          const uint64_t pool = *lb.bundle.pool_bytes;
+          if (v < bindings.pool_base || v - bindings.pool_base > pool || a.span_per_core > pool - (v - bindings.pool_base))
+            throw LoadError(where + ": the tensor lies in the kernel's pool at offset " +
+                            std::to_string(static_cast<int64_t>(v - bindings.pool_base)) + " and spans " +
+                            std::to_string(a.span_per_core) + " bytes: past the end of the " + std::to_string(pool) +
+                            "-byte pool that sdscbundle.device_mem_allocate asks for");
         }
         addr[core] = v;
       }

@@ -82,7 +82,7 @@ std::vector<const Component*> Simulation::components() const {
   return out;
 }
 
-void Simulation::write_outputs(const std::string& dir, const nlohmann::json& extra) const {
+std::vector<std::string> Simulation::write_outputs(const std::string& dir, const nlohmann::json& extra) const {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -100,7 +100,12 @@ void Simulation::write_outputs(const std::string& dir, const nlohmann::json& ext
     if (!out) throw InputError(dir + "/stats.json: cannot write");
     out << j.dump(1) << "\n";
   }
-  if (m_trace && m_trace->event_count() > 0) m_trace->write(dir + "/trace.json");
+  std::vector<std::string> written{"config.resolved.yaml", "stats.json"};
+  if (m_trace && m_trace->event_count() > 0) {
+    m_trace->write(dir + "/trace.json");
+    written.emplace_back("trace.json");
+  }
+  return written;
 }
 
 }  // namespace vspyre

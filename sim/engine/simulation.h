@@ -49,7 +49,8 @@ class Simulation {
   // Every component's parameters, in build order, for `describe`.
   std::vector<const Component*> components() const;
   // Writes config.resolved.yaml, stats.json and (if tracing) trace.json into `dir`.
-  void write_outputs(const std::string& dir, const nlohmann::json& extra = {}) const;
+  // Returns the names of the files written into dir (trace.json only when the trace has events).
+  std::vector<std::string> write_outputs(const std::string& dir, const nlohmann::json& extra = {}) const;
 
  private:
   ConfigNode m_config;

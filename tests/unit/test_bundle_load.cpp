@@ -282,3 +282,41 @@ TEST_CASE("bundle: a bundle.mlir.ref reads the launch text it names, and the SDS
   e = load_error(kernel.dir());
   CHECK(e.find(ref + ": stands beside") != std::string::npos);
 }
+
+TEST_CASE("bundle: a tensor past the end of the pool device_mem_allocate asks for is refused", "[bundle]") {
+  // softmax_512x1024_baseline_4core keeps its intermediates in a 2101248-byte pool, exactly what
+  // they reach: the last is sum's output on core 3, 512 bytes at 2100736.
+  const fs::path src = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles" / "softmax_512x1024_baseline_4core";
+  const fs::path dir = fs::temp_directory_path() / ("vspyre_pool_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(src, dir);
+  const std::string text = read_text_file(dir / "bundle.mlir", "bundle.mlir");
+  const std::string decl = "device_mem_allocate 2101248 bytes";
+  REQUIRE(text.find(decl) != std::string::npos);
+  auto with_pool = [&](uint64_t bytes) {
+    std::string t = text;
+    t.replace(t.find(decl), decl.size(), "device_mem_allocate " + std::to_string(bytes) + " bytes");
+    std::ofstream(dir / "bundle.mlir", std::ios::binary | std::ios::trunc) << t;
+    LoadedBundle lb = load_bundle(dir);
+    Bindings b;
+    for (size_t i = 0; i < lb.bundle.args.size(); ++i) b.args.push_back((i + 1) * k_gib);
+    b.pool_base = 8 * k_gib;
+    try {
+      resolve(lb, b);
+    } catch (const LoadError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(with_pool(2101248).empty());
+  CHECK(with_pool(4 * k_gib).empty());
+  const std::string one = with_pool(1);
+  CHECK(one.find("sdsc_0.json: /0_maxnonstick/") == 0);
+  CHECK(one.find("the tensor lies in the kernel's pool at offset 0 and spans 512 bytes: past the end of the 1-byte pool") !=
+        std::string::npos);
+  const std::string short_by_a_stick = with_pool(2101248 - 128);
+  CHECK(short_by_a_stick.find("sdsc_3.json: /3_sumnonstick/") == 0);
+  CHECK(short_by_a_stick.find("core 3 symbol") != std::string::npos);
+  CHECK(short_by_a_stick.find("at offset 2100736 and spans 512 bytes: past the end of the 2101120-byte pool") != std::string::npos);
+  fs::remove_all(dir);
+}

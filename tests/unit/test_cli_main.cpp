@@ -815,6 +815,54 @@ TEST_CASE("cli: --no-trace leaves trace.json out of --out, and goes only with --
   check_input_error(run({"describe", "--no-trace"}), "describe: option --no-trace does not apply");
 }
 
+TEST_CASE("cli: a run into an earlier run's --out removes what that run wrote and this one does not, never the user's files", "[cli]") {
+  TempDir t;
+  const fs::path b = t.dir / "b";
+  fs::copy(fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles" / "neg_2048x1024_c32", b);
+  const fs::path o = t.dir / "o";
+  REQUIRE(run({"run", b.string(), "--out", o.string()}).code == 0);
+  for (const char* f : {"stats.json", "config.resolved.yaml", "trace.json", "arg0_input.npy", "arg1_output.npy", ".vspyre-run.json"})
+    CHECK(fs::exists(o / f));
+  // The user's own files, one named as a run's would be, and one of the run's files changed since.
+  { std::ofstream(o / "notes.txt") << "mine\n"; }
+  { std::ofstream(o / "arg7_output.npy") << "mine\n"; }
+  { std::ofstream(o / "arg1_output.npy", std::ios::app) << "changed"; }
+  // Timing only, no trace: the earlier trace and input tensor were that run's and go; the changed
+  // output tensor and the user's files stay, and the two a run could have written are named.
+  const Result r = run({"run", b.string(), "--no-data", "--no-trace", "--out", o.string()});
+  REQUIRE(r.code == 0);
+  CHECK(fs::exists(o / "stats.json"));
+  CHECK_FALSE(fs::exists(o / "trace.json"));
+  CHECK_FALSE(fs::exists(o / "arg0_input.npy"));
+  CHECK(fs::exists(o / "arg1_output.npy"));
+  CHECK(fs::exists(o / "notes.txt"));
+  CHECK(fs::exists(o / "arg7_output.npy"));
+  CHECK(contains(r.err, "arg1_output.npy' is not from this run (left as it was)"));
+  CHECK(contains(r.err, "arg7_output.npy' is not from this run (left as it was)"));
+  CHECK_FALSE(contains(r.err, "notes.txt"));
+  // The list now names only this run's files: the next run leaves what it does not own alone.
+  const json mark = json::parse(slurp(o / ".vspyre-run.json"));
+  std::set<std::string> names;
+  for (const auto& f : mark["files"]) names.insert(f["name"].get<std::string>());
+  CHECK(names == std::set<std::string>{"config.resolved.yaml", "stats.json"});
+  REQUIRE(run({"run", b.string(), "--out", o.string()}).code == 0);
+  CHECK(fs::exists(o / "trace.json"));
+  CHECK(fs::exists(o / "arg0_input.npy"));
+  // A mark that is not vspyre's list removes nothing; a link in its place is not written through.
+  { std::ofstream(o / ".vspyre-run.json") << "not json"; }
+  const Result bad = run({"run", b.string(), "--no-data", "--no-trace", "--out", o.string()});
+  REQUIRE(bad.code == 0);
+  CHECK(fs::exists(o / "trace.json"));
+  CHECK(contains(bad.err, "is not a list vspyre wrote"));
+  fs::remove(o / ".vspyre-run.json");
+  fs::create_symlink(b / "sdsc_0.json", o / ".vspyre-run.json");
+  const std::string sdsc = slurp(b / "sdsc_0.json");
+  const Result link = run({"run", b.string(), "--no-data", "--no-trace", "--out", o.string()});
+  REQUIRE(link.code == 0);
+  CHECK(slurp(b / "sdsc_0.json") == sdsc);
+  CHECK(fs::exists(o / "trace.json"));
+}
+
 TEST_CASE("cli: sim.seed, which nothing read, is refused with the seeds that act", "[cli]") {
   check_input_error(run({"describe", "-p", "sim.seed=2"}),
                     "-p sim.seed=2: sim.seed: nothing reads it; card.launch_seed seeds the cores' start times");
