@@ -33,6 +33,16 @@ plan::CardParams plan_card_params(Card& card) {
   p.sfp.divide = card.sfp_cycles_divide();
   p.sfp.transcendental = card.sfp_cycles_transcendental();
   p.sfp.reduce_across_stick = card.sfp_cycles_reduce_across_stick();
+  if (!card.cores().empty()) {
+    const Core& c = card.core(0);
+    constexpr uint64_t m = 512, k = 2048, n = 512, elements = 1u << 20;
+    if (const double t = c.pt_time_ps(m, k, n, 16); t > 0) p.pt_macs_per_ps = static_cast<double>(m * k * n) / t;
+    if (const double t = c.sfp_time_ps(elements, 1.0); t > 0) p.sfp_elements_per_ps = static_cast<double>(elements) / t;
+    const uint64_t req = c.dma_request_bytes();
+    if (const double lat = card.memory().request_latency_ps(req, false, 0.0); lat > 0)
+      p.core_dma_bytes_per_ps = static_cast<double>(c.dma_outstanding()) * static_cast<double>(req) / lat;
+  }
+  p.memory_bytes_per_ps = card.memory().peak_bandwidth() / 1e12;
   return p;
 }
 

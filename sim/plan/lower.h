@@ -57,6 +57,16 @@ struct CardParams {
   // (card.plan.sfp_operand_order).
   OperandOrder sfp_operand_order = OperandOrder::layout_sticks;
   SfpCosts sfp;
+  // Rates the tiling search estimates a candidate's time with, when it must cut several
+  // dimensions (plan_card_params fills them from the card; 0: no estimate, and double buffering
+  // ranks first as it did before them). A tiling that fits LX only once overlaps nothing, but one
+  // that fits twice may have to read its operands again: on a memory-bound kernel the reading
+  // costs more than the overlap saves (bench/validation/README.md, "The tiling weighs re-reading
+  // against overlap").
+  double pt_macs_per_ps = 0;         // one core's PT array on a large fp16 matmul
+  double sfp_elements_per_ps = 0;    // one core's SFP at one cycle per element
+  double core_dma_bytes_per_ps = 0;  // one DMA engine: its requests in flight over an unloaded round trip
+  double memory_bytes_per_ps = 0;    // the device memory's peak, shared by every core
 };
 
 enum class SfpClass { simple, divide, transcendental };
