@@ -802,7 +802,8 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   for (const auto& dt : tiles) single_dim.push_back(dt.tile);
   if ((best_dim < 0 || short_runs) && !tiles.empty()) {
     // Several dimensions must be cut. Search the tile sizes (powers of two times the granule)
-    // for the least device-memory traffic that fits LX double-buffered (or at least single):
+    // for the fastest tiling by the estimate below, then the least device-memory traffic that fits
+    // LX double-buffered (or at least single):
     // with the loops in `tiles` order, a tensor is loaded again whenever a loop over one of its
     // own dimensions, or any loop outside that, moves on.
     // `out`, if given, gets the outputs' share (stores) of the bytes.
