@@ -83,13 +83,16 @@ Component* Component::make(const ConfigNode* node, std::string_view key, std::st
   return m_children.back().get();
 }
 
+void refuse_count(const ConfigNode* node, const std::string& path, std::string_view why) {
+  if (node && node->is_map())
+    if (const ConfigNode* c = node->find("count")) throw ConfigError(c->loc(), path + ".count: " + std::string(why));
+}
+
 Component* Component::build_one(std::string_view key, std::string_view default_type) {
   m_params->claim(key);
   const ConfigNode* node = m_node ? m_node->find(key) : nullptr;
   if (node && node->is_null()) node = nullptr;
-  if (node && node->is_map() && node->find("count"))
-    throw ConfigError(node->find("count")->loc(), m_path + "." + std::string(key) +
-                                                      ".count: this component is not repeatable");
+  refuse_count(node, m_path + "." + std::string(key), "this component is not repeatable");
   return make(node, key, default_type, std::string(key), -1);
 }
 

@@ -34,6 +34,10 @@ struct BuildContext {
   int index = -1;    // instance index when built with count, else -1
 };
 
+// A `count:` in the map `node` (at config path `path`) of something built once: a ConfigError at
+// the key, "<path>.count: <why>". Nothing when node is null, not a map, or has no count.
+void refuse_count(const ConfigNode* node, const std::string& path, std::string_view why);
+
 // Any target socket of the base protocol (simple, multi-passthrough, ...); initiators are kept
 // as binders so that sockets of any multiplicity can be bound by name.
 using TargetSocket = tlm::tlm_base_target_socket_b<32, tlm::tlm_fw_transport_if<>, tlm::tlm_bw_transport_if<>>;

@@ -52,8 +52,7 @@ Simulation::Simulation(ConfigNode config, bool trace_all, bool trace_none)
   if (card && !card->is_map() && !card->is_null())
     throw ConfigError(card->loc(), "card: expected a map describing the card, found " + card->kind_name());
   if (card && card->is_null()) card = nullptr;
-  if (card && card->find("count"))  // one card per simulation (a sweep varies cards)
-    throw ConfigError(card->find("count")->loc(), "card.count: the card is not repeatable (one card per simulation)");
+  refuse_count(card, "card", "the card is not repeatable (one card per simulation)");  // a sweep varies cards
   std::string type = "Card";
   if (card && card->find("type")) type = card->find("type")->text();
   const ComponentType* ct = Registry::instance().find(type);

@@ -830,8 +830,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     // Which tiling wins on a memory-bound kernel is then the one that reads its operands the
     // fewest times, not the one that overlaps (bmm [16,1024,2048] @ [16,2048,1024] under the
     // compiler's forced split, 32 cores: double buffered it read every operand twice).
+    // Not when replacing a one-dimension cut for its short runs: those candidates all overlap.
     double compute_ps = 0;
-    const bool estimate = m_card.core_dma_bytes_per_ps > 0 && m_card.memory_bytes_per_ps > 0 &&
+    const bool estimate = !short_runs && m_card.core_dma_bytes_per_ps > 0 && m_card.memory_bytes_per_ps > 0 &&
                           (uses_pt ? m_card.pt_macs_per_ps > 0 : m_card.sfp_elements_per_ps > 0);
     if (estimate) {
       double points = 1;  // the op's iteration space on one core: a matmul's MACs, an SFP op's elements
@@ -894,9 +895,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         const bool same_cost = best_cost >= 0 && std::abs(cost - best_cost) <= 0.01 * best_cost;
         const bool better_runs = short_runs && run > best_run;
         const bool same_runs = !short_runs || run == best_run;
-        // Before all that (not when replacing a one-dimension cut, whose candidates all overlap):
-        // an estimated time more than 2 % shorter wins, and one more than 2 % longer loses.
-        const double est = short_runs ? 0.0 : estimated_ps(cost - out_cost, out_cost, dbl2, count);
+        // Before all that (when there is an estimate): an estimated time more than 2 % shorter
+        // wins, and one more than 2 % longer loses.
+        const double est = estimated_ps(cost - out_cost, out_cost, dbl2, count);
         const bool est_better = best_cost >= 0 && est < 0.98 * best_est;
         const bool est_worse = best_cost >= 0 && est > 1.02 * best_est;
         if (best_cost < 0 || est_better ||

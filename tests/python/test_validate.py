@@ -351,6 +351,15 @@ def test_baseline_check_fails_when_mape_rises_more_than_a_point(fake, tmp_path, 
     assert "over the 2 rows both have" in err and "not in the baseline: rc" in err
 
 
+def check_usage_error(capsys, argv, words):
+    """vv.main(argv) is a usage error: exit 2 and one stderr line, `vspyre validate: error: ...`
+    saying `words`."""
+    assert vv.main(argv) == 2, argv
+    err = capsys.readouterr().err
+    assert err.startswith("vspyre validate: error: ") and words in err, (argv, err)
+    assert len(err.strip().splitlines()) == 1, err
+
+
 def test_bad_arguments_are_one_line_errors_before_any_fixture_runs(fake, tmp_path, capsys):
     # Each was a traceback, or an error only after every fixture had run, or a silent pass.
     make_table, set_times, exe = fake
@@ -376,11 +385,7 @@ def test_bad_arguments_are_one_line_errors_before_any_fixture_runs(fake, tmp_pat
             (["--check-baseline", str(listrows)], "`rows` must map each row id"),
             (["--check-baseline", str(nullrows)], "no row of `rows` has a numeric `error_percent`")):
         out = tmp_path / "o_fresh"
-        args = base + ["--out", str(out)] + extra
-        assert vv.main(args) == 2, extra
-        err = capsys.readouterr().err
-        assert f"vspyre validate: error: " in err and words in err, (extra, err)
-        assert len(err.strip().splitlines()) == 1, err
+        check_usage_error(capsys, base + ["--out", str(out)] + extra, words)
         assert not (out / "validation.csv").exists(), extra  # nothing ran
         if "--out" not in extra:
             assert not out.exists(), extra  # nor was --out made
@@ -440,10 +445,7 @@ def test_outputs_never_overwrite_the_inputs_or_each_other(fake, tmp_path, capsys
             (["--table", t, "--write-baseline", base, "--check-baseline", base, "--out", fresh],
              "is the baseline checked against (--check-baseline)"),
             (["--table", t, "--check-baseline", d / "validation.json", "--out", d], "is the baseline checked against")):
-        assert vv.main(common + [str(x) for x in args]) == 2, args
-        err = capsys.readouterr().err
-        assert err.startswith("vspyre validate: error: ") and words in err, (args, err)
-        assert len(err.strip().splitlines()) == 1, err
+        check_usage_error(capsys, common + [str(x) for x in args], words)
         assert not fresh.exists(), args  # nothing ran, nothing was made
         for f, b in kept.items():
             assert f.read_bytes() == b, (args, f)
