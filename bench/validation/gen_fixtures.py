@@ -107,6 +107,29 @@ PROJ = {"2d_rowmajor": (0, "row_major", "2-D SDSC, INPUT [in, mb] / OUTPUT [out,
         "x1_rowmajor": (1, "row_major", "`in,mb,x` / `out,mb,x`", 3972),
         "x1_batchouter": (1, "batch_outer", "`mb,in,x` / `mb,out,x`", 1021)}
 
+# Section 9: the spyre-perf-suite kernel reports of the same document set (torch-spyre upstream main
+# c7861a0 against the fix branch, 2026-06-07/08), one session per report.
+S9AB = ("AdnanHoque/torch-spyre docs/pr-mlp-prefill-explained/artifacts/outputs/"
+        "prefill_bs1_sl512_main_vs_pr_sendnn_20260608_072036/prefill_bs1_sl512_main_vs_pr_sendnn_summary.md "
+        "(commit dc4702b6)")
+S9SUITE = ("AdnanHoque/torch-spyre docs/pr-mlp-prefill-explained/artifacts/outputs/full_suite_attempts/"
+           "pr_mlp_fix_full_suite_20260607_095404/kernel_report.txt (commit 6942fd9c)")
+# [1,512,4096] @ [4096,N] on 32 cores, main (2-D row-major SDSC) and the fix (`mb,in,x`):
+# N -> (main us, fix us); N = 12800 is section 8's proj_* (the same document set).
+PROJ9 = {1024: (127, 90), 4096: (560, 318)}
+# Decode [4,1,4096] @ [4096,N] on 32 cores, the fix branch's full suite: N -> us.
+DECODE9 = {1024: 56, 4096: 214, 12800: 721}
+
+
+def decode_split(n, batch=4, cores=32):
+    """32 cores as out x x: the most output sticks a core can take whole, the rest over the batch."""
+    sticks = n // 64
+    for out in range(cores, 0, -1):
+        if cores % out == 0 and sticks % out == 0 and batch % (cores // out) == 0:
+            return f"out={out}" if out == cores else f"x={cores // out},out={out}"
+    raise ValueError(f"no split of {cores} cores for N={n}")
+
+
 ROWS_NOTE = "The database does not give the work division; the fixture splits rows."
 
 
@@ -196,6 +219,22 @@ def fixtures():
                     f"{S8PROJ}, layout {text}: {us / 1000:.3f} ms, 32 cores. The doc gives the work "
                     f"division {{x:1, mb:4, out:8, in:1}} for the `mb,in,x` case; the fixture uses it "
                     f"for all four (torch-spyre's split of the same shape in section 2)."))
+    for n, (main_us, fix_us) in PROJ9.items():
+        for suffix, batch, layout, text, us in (
+                ("2d_rowmajor", 0, "row_major", "main (c7861a0): 2-D SDSC, INPUT [in, mb] / OUTPUT [out, mb]", main_us),
+                ("x1_batchouter", 1, "batch_outer", "the fix (e544a05): `mb,in,x` / `mb,out,x`", fix_us)):
+            out.append((f"proj_512x4096x{n}_{suffix}_c32", "matmul",
+                        {"batch": batch, "m": 512, "k": 4096, "n": n, "layout": layout, "split": "mb=4,out=8"},
+                        f"{S9AB}, [1,512,4096] @ [4096,{n}], torch-spyre {text}: {us / 1000:.3f} ms, 32 cores. "
+                        f"The report gives no work division; the fixture uses section 8's mb:4 x out:8."))
+    for n, us in DECODE9.items():
+        split = decode_split(n)
+        out.append((f"decode_4x1x4096x{n}_c32", "matmul",
+                    {"batch": 4, "m": 1, "k": 4096, "n": n, "layout": "batch_outer", "split": split},
+                    f"{S9SUITE}, matmul [[4, 1, 4096], [4096, {n}]] (decode), torch-spyre 824ad4b "
+                    f"(branch pr-mlp-fix): {us / 1000:.3f} ms, 32 cores. The report gives neither layout nor "
+                    f"work division; the fixture takes the fix's `mb,in,x` and splits {split.replace('=', ':')} "
+                    f"(each core's output sticks whole, the rest of the 32 cores over the batch)."))
     return out
 
 
