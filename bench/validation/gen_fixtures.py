@@ -472,8 +472,17 @@ def sweep_mirror(rec):
 def sweep_fixtures():
     """The fixtures the current log needs in SWEEP_ROOT: [(name, kind, params, mirror)], the first
     record that needs each."""
+    # A record the table's rows hold with a bundle of their own and no generated_fixture (the
+    # hand-written rows that run a captured bundle) needs no generated one.
+    settled = set()
+    for r in (yaml.safe_load(TABLE.read_text()) or {}).get("rows") or []:
+        fx = str(r.get("fixture") or "")
+        if r.get("type") == "M" and fx and not fx.startswith(SWEEP_ROOT + "/") and not r.get("generated_fixture"):
+            settled.update(cited_records(r.get("source")))
     out, have = [], set()
     for rec in sweep_records():
+        if record_key(rec) in settled:
+            continue
         fx, kind, params, _, _, _ = sweep_generated(rec)
         if not kind or Path(fx).parent != Path(SWEEP_ROOT) or Path(fx).name in have:
             continue  # no fixture, a captured one, one in OUTROOT, or one written already
