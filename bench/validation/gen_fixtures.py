@@ -474,11 +474,11 @@ def sweep_fixtures():
     record that needs each."""
     # A record the table's rows hold with a bundle of their own and no generated_fixture (the
     # hand-written rows that run a captured bundle) needs no generated one.
-    settled = set()
-    for r in (yaml.safe_load(TABLE.read_text()) or {}).get("rows") or []:
+    def own_bundle(r):
         fx = str(r.get("fixture") or "")
-        if r.get("type") == "M" and fx and not fx.startswith(SWEEP_ROOT + "/") and not r.get("generated_fixture"):
-            settled.update(cited_records(r.get("source")))
+        return bool(fx) and not fx.startswith(SWEEP_ROOT + "/") and not r.get("generated_fixture")
+
+    settled = records_held(TABLE.read_text(), own_bundle)
     out, have = [], set()
     for rec in sweep_records():
         if record_key(rec) in settled:
@@ -491,12 +491,18 @@ def sweep_fixtures():
     return out
 
 
-def sweep_rows(table_text):
-    """YAML rows for the records the hand-written table does not hold."""
+def records_held(table_text, keep=lambda r: True):
+    """(log, record) pairs the M rows of `table_text` cite in their source, of the rows `keep` takes."""
     held = set()
     for r in (yaml.safe_load(table_text) or {}).get("rows") or []:
-        if r.get("type") == "M":
+        if r.get("type") == "M" and keep(r):
             held.update(cited_records(r.get("source")))
+    return held
+
+
+def sweep_rows(table_text):
+    """YAML rows for the records the hand-written table does not hold."""
+    held = records_held(table_text)
     rows = []
     for rec in sweep_records():
         if record_key(rec) in held:
