@@ -265,6 +265,10 @@ BEGIN = "# BEGIN section 7, the database's logs: written by `python3 bench/valid
 END = "# END section 7, the database's logs"
 # The kinds of the older logs: no generated bundle, the compiler's only (captured).
 OLDER_KINDS = {"neg", "gelu", "copy", "read", "sumrow", "mean", "mulbcast", "transpose", "cat0", "cat1"}
+# Older-log kinds added at stop 52, each captured with the record's own LX_PLANNING (and
+# BENCH_TILES): their bundle's name says which (captured_name).
+OLDER_KINDS_LX = {"write", "ctsum", "transpose_outer"}
+OLDER_KINDS |= OLDER_KINDS_LX
 SPAN_LIMIT = 256 << 20  # bytes one core's slice may span (hardware.md: per-core DDR span)
 SEP_NOTE = ("`{op}` is the same sum compiled as {k} separate add kernels (torch-spyre's own "
             "sweep, `_sep`), the record's time their sum: the row runs the add kernel {k} times")
@@ -287,7 +291,22 @@ WORKLOADS = {
     "transpose": "x.transpose(0, 1).contiguous() (the stick dim moves)",
     "cat0": "torch.cat([x, x], dim=0)",
     "cat1": "torch.cat([x, x], dim=1) (along the stick dim)",
+    "write": "b [1,N] + c [M,1] (both inputs broadcast: the sweep's write-only `write`)",
+    "ctsum": "x.sum(dim=0) over [M,N], M coarse-tiled into BENCH_TILES chunks (spyre_hint "
+             "num_tiles_per_dim) when BENCH_TILES >= 2 (the sweep's `ctsum`)",
+    "transpose_outer": "x [M,T,N] -> x.transpose(0, 1).contiguous(), the two outer dims swapped, the "
+                       "stick dim kept (the sweep's `transpose_outer`, T its TO_MID)",
 }
+
+
+def outer_mid(rec):
+    """transpose_outer's middle dim (the sweep's TO_MID, not a column): its bytes are a read and a
+    write of [rows, mid, cols] fp16."""
+    per = 4 * rec["rows"] * rec["cols"]
+    if rec["io_hbm_bytes"] % per:
+        raise SystemExit(f"{SWEEP_OLDER_CSV}: record :{rec['line']}: transpose_outer io_hbm_bytes "
+                         f"{rec['io_hbm_bytes']} is not 4 x rows x mid x cols")
+    return rec["io_hbm_bytes"] // per
 
 
 def sweep_records(paths=(SWEEP_CSV, SWEEP_OLDER_CSV)):
@@ -386,6 +405,8 @@ def sweep_generated(rec):
         return (f"{SWEEP_ROOT}/add{k}_{shape}_c{cores}_{inter}", "addn",
                 {"inputs": k, "intermediates": inter, "shape": [m, n], "split": split}, 1,
                 f"{where}; " + lx_txt, None)
+    if op in OLDER_KINDS_LX:
+        return (None, None, None, 1, lx_txt + ", and in the capture's compile", None)
     if op in OLDER_KINDS:
         return (None, None, None, 1, lx_txt, None)  # only a capture stands for these (sweep_plan)
     if op == "bmm_3d2d_k_tiling":
@@ -408,6 +429,12 @@ def captured_name(rec):
     """The directory name a bundle captured from the compiler for this record's kernel has (the
     `_sep` sums run the add kernel), or None for a kind that was not captured."""
     op, shape = rec["op"], f"{rec['rows']}x{rec['cols']}_c{rec['cores']}"
+    if op == "write":
+        return f"write_{rec['rows']}x{rec['cols']}_lx{rec['lx']}_c{rec['cores']}"
+    if op == "ctsum":
+        return f"ctsum_{rec['rows']}x{rec['cols']}_t{max(rec['tiles'], 1)}_lx{rec['lx']}_c{rec['cores']}"
+    if op == "transpose_outer":
+        return f"transpose_outer_{rec['rows']}x{outer_mid(rec)}x{rec['cols']}_lx{rec['lx']}_c{rec['cores']}"
     if op.endswith("_sep"):
         return f"add_{shape}"
     if op in ("add", "amax", "bcast", "bcastcol", "add_indep2") or (op.startswith("add") and op[3:].isdigit()) \
@@ -515,7 +542,9 @@ def sweep_rows(table_text):
                                                         "one add kernel per step"))
         else:
             wl = WORKLOADS[op]
-        shapes = f"[{m},{n}]" if op != "bmm_3d2d_k_tiling" else "[4,1024,2048] @ [2048,1024]"
+        shapes = {"bmm_3d2d_k_tiling": "[4,1024,2048] @ [2048,1024]",
+                  "transpose_outer": f"[{m},{outer_mid(rec) if op == 'transpose_outer' else 0},{n}]",
+                  "write": f"[1,{n}] + [{m},1] -> [{m},{n}]"}.get(op, f"[{m},{n}]")
         tag = "r" if rec["log_file"] == CURRENT_LOG else rec["log_file"].split("_")[0] + "r"
         section = "7" if rec["log_file"] == CURRENT_LOG else "7o"  # 7o: the older logs (other builds)
         row = {"id": f"{op}_{m}x{n}_c{rec['cores']}_{tag}{rec['line']}", "section": section, "type": "M",

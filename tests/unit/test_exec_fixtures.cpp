@@ -376,7 +376,11 @@ TEST_CASE("exec: each kind of the section 7 sweep fixtures computes outputs that
                            "bcast_512x512_c32", "bcastcol_64x2048_c32", "bcastcol_2048x256_c32",
                            "amax_2048x2048_c32", "bmm3d2d_b4_1024x2048x1024_c32",
                            // the compiler's, split over stick columns ({mb: 1, out: 32})
-                           "captured/add_64x16384_c32", "captured/bcastcol_64x8192_c32"}) {
+                           "captured/add_64x16384_c32", "captured/bcastcol_64x8192_c32",
+                           // the older logs' kinds added at stop 52 (the smallest of each; ctsum
+                           // coarse-tiled, its partial sums in device memory and in LX)
+                           "captured/write_512x1024_lx0_c32", "captured/ctsum_2048x64_t8_lx0_c32",
+                           "captured/ctsum_2048x512_t2_lx1_c32", "captured/transpose_outer_512x4x2048_lx0_c32"}) {
     INFO(name);
     REQUIRE(bundle::is_bundle_dir(root / name));
     const auto lb = bundle::load_bundle(root / name);
