@@ -267,7 +267,7 @@ END = "# END section 7, the database's logs"
 OLDER_KINDS = {"neg", "gelu", "copy", "read", "sumrow", "mean", "mulbcast", "transpose", "cat0", "cat1"}
 # Older-log kinds added at stop 52, each captured with the record's own LX_PLANNING (and
 # BENCH_TILES): their bundle's name says which (captured_name).
-OLDER_KINDS_LX = {"write", "ctsum", "transpose_outer"}
+OLDER_KINDS_LX = {"write", "ctsum", "transpose_outer", "softmax_row_tiling"}
 OLDER_KINDS |= OLDER_KINDS_LX
 SPAN_LIMIT = 256 << 20  # bytes one core's slice may span (hardware.md: per-core DDR span)
 SEP_NOTE = ("`{op}` is the same sum compiled as {k} separate add kernels (torch-spyre's own "
@@ -296,6 +296,9 @@ WORKLOADS = {
              "num_tiles_per_dim) when BENCH_TILES >= 2 (the sweep's `ctsum`)",
     "transpose_outer": "x [M,T,N] -> x.transpose(0, 1).contiguous(), the two outer dims swapped, the "
                        "stick dim kept (the sweep's `transpose_outer`, T its TO_MID)",
+    "softmax_row_tiling": "torch.softmax(x, dim=-1) over [M,N], M coarse-tiled into BENCH_TILES chunks "
+                          "(spyre_hint num_tiles_per_dim) when BENCH_TILES >= 2 (the sweep's "
+                          "`softmax_row_tiling`)",
 }
 
 
@@ -431,8 +434,8 @@ def captured_name(rec):
     op, shape = rec["op"], f"{rec['rows']}x{rec['cols']}_c{rec['cores']}"
     if op == "write":
         return f"write_{rec['rows']}x{rec['cols']}_lx{rec['lx']}_c{rec['cores']}"
-    if op == "ctsum":
-        return f"ctsum_{rec['rows']}x{rec['cols']}_t{max(rec['tiles'], 1)}_lx{rec['lx']}_c{rec['cores']}"
+    if op in ("ctsum", "softmax_row_tiling"):
+        return f"{op}_{rec['rows']}x{rec['cols']}_t{max(rec['tiles'], 1)}_lx{rec['lx']}_c{rec['cores']}"
     if op == "transpose_outer":
         return f"transpose_outer_{rec['rows']}x{outer_mid(rec)}x{rec['cols']}_lx{rec['lx']}_c{rec['cores']}"
     if op.endswith("_sep"):

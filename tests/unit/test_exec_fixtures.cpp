@@ -380,7 +380,8 @@ TEST_CASE("exec: each kind of the section 7 sweep fixtures computes outputs that
                            // the older logs' kinds added at stop 52 (the smallest of each; ctsum
                            // coarse-tiled, its partial sums in device memory and in LX)
                            "captured/write_512x1024_lx0_c32", "captured/ctsum_2048x64_t8_lx0_c32",
-                           "captured/ctsum_2048x512_t2_lx1_c32", "captured/transpose_outer_512x4x2048_lx0_c32"}) {
+                           "captured/ctsum_2048x512_t2_lx1_c32", "captured/transpose_outer_512x4x2048_lx0_c32",
+                           "captured/softmax_row_tiling_2048x128_t4_lx1_c32"}) {
     INFO(name);
     REQUIRE(bundle::is_bundle_dir(root / name));
     const auto lb = bundle::load_bundle(root / name);
