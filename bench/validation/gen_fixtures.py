@@ -268,7 +268,7 @@ OLDER_KINDS = {"neg", "gelu", "copy", "read", "sumrow", "mean", "mulbcast", "tra
 # Older-log kinds added at stop 52, each captured with the record's own LX_PLANNING (and
 # BENCH_TILES): their bundle's name says which (captured_name).
 OLDER_KINDS_LX = {"write", "ctsum", "transpose_outer", "softmax_row_tiling"}
-OLDER_KINDS |= OLDER_KINDS_LX
+OLDER_KINDS |= OLDER_KINDS_LX | {"mm"}  # mm: lxsession_mm.log's planner-split 2-D matmuls
 SPAN_LIMIT = 256 << 20  # bytes one core's slice may span (hardware.md: per-core DDR span)
 SEP_NOTE = ("`{op}` is the same sum compiled as {k} separate add kernels (torch-spyre's own "
             "sweep, `_sep`), the record's time their sum: the row runs the add kernel {k} times")
@@ -296,10 +296,20 @@ WORKLOADS = {
              "num_tiles_per_dim) when BENCH_TILES >= 2 (the sweep's `ctsum`)",
     "transpose_outer": "x [M,T,N] -> x.transpose(0, 1).contiguous(), the two outer dims swapped, the "
                        "stick dim kept (the sweep's `transpose_outer`, T its TO_MID)",
+    "mm": "a @ b, [M,K] @ [K,N], the planner's work division (the sweep's `mm`, not the forced-split `mmwd`)",
     "softmax_row_tiling": "torch.softmax(x, dim=-1) over [M,N], M coarse-tiled into BENCH_TILES chunks "
                           "(spyre_hint num_tiles_per_dim) when BENCH_TILES >= 2 (the sweep's "
                           "`softmax_row_tiling`)",
 }
+
+
+def mm_n(rec):
+    """The sweep's `mm` N (BENCH_N, not a column): its bytes are [M,K], [K,N] and [M,N] fp16 once."""
+    m, k, io = rec["rows"], rec["cols"], rec["io_hbm_bytes"]
+    if io % 2 or (io // 2 - m * k) % (m + k):
+        raise SystemExit(f"{SWEEP_OLDER_CSV}: record :{rec['line']}: mm io_hbm_bytes {io} is not "
+                         f"2 (MK + KN + MN) for M {m}, K {k}")
+    return (io // 2 - m * k) // (m + k)
 
 
 def outer_mid(rec):
@@ -434,6 +444,8 @@ def captured_name(rec):
     op, shape = rec["op"], f"{rec['rows']}x{rec['cols']}_c{rec['cores']}"
     if op == "write":
         return f"write_{rec['rows']}x{rec['cols']}_lx{rec['lx']}_c{rec['cores']}"
+    if op == "mm":  # one SDSC whatever LX_PLANNING: the captures of tests/fixtures/captured's name
+        return f"mm_{rec['rows']}x{rec['cols']}x{mm_n(rec)}_c{rec['cores']}"
     if op in ("ctsum", "softmax_row_tiling"):
         return f"{op}_{rec['rows']}x{rec['cols']}_t{max(rec['tiles'], 1)}_lx{rec['lx']}_c{rec['cores']}"
     if op == "transpose_outer":
@@ -547,10 +559,12 @@ def sweep_rows(table_text):
             wl = WORKLOADS[op]
         shapes = {"bmm_3d2d_k_tiling": "[4,1024,2048] @ [2048,1024]",
                   "transpose_outer": f"[{m},{outer_mid(rec) if op == 'transpose_outer' else 0},{n}]",
-                  "write": f"[1,{n}] + [{m},1] -> [{m},{n}]"}.get(op, f"[{m},{n}]")
+                  "write": f"[1,{n}] + [{m},1] -> [{m},{n}]",
+                  "mm": f"[{m},{n}] @ [{n},{mm_n(rec) if op == 'mm' else 0}]"}.get(op, f"[{m},{n}]")
         tag = "r" if rec["log_file"] == CURRENT_LOG else rec["log_file"].split("_")[0] + "r"
         section = "7" if rec["log_file"] == CURRENT_LOG else "7o"  # 7o: the older logs (other builds)
-        row = {"id": f"{op}_{m}x{n}_c{rec['cores']}_{tag}{rec['line']}", "section": section, "type": "M",
+        dims = f"{m}x{n}x{mm_n(rec)}" if op == "mm" else f"{m}x{n}"
+        row = {"id": f"{op}_{dims}_c{rec['cores']}_{tag}{rec['line']}", "section": section, "type": "M",
                "workload": wl, "shapes": shapes, "dtype": "fp16", "cores": rec["cores"],
                "layout": "default; work division not recorded"
                + ("" if op == "bmm_3d2d_k_tiling" or "captured" in str(fx) else " (the fixture splits rows)"),

@@ -614,7 +614,7 @@ def test_database_rows_are_what_the_script_writes():
     expected = gf.sweep_rows(head + tail.lstrip("\n"))
     assert yaml.safe_load(block) == expected
     records = gf.sweep_records()
-    assert len(records) == 249 + 580
+    assert len(records) == 249 + 598
     cited = []  # (log, record) of every M row
     for r in vv.load_table(vv.DEFAULT_TABLE):
         if r["type"] == "M":
