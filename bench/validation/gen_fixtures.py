@@ -322,6 +322,20 @@ def outer_mid(rec):
     return rec["io_hbm_bytes"] // per
 
 
+def record_shapes(rec):
+    """A record's operand shapes as its row states them."""
+    op, m, n = rec["op"], rec["rows"], rec["cols"]
+    if op == "bmm_3d2d_k_tiling":
+        return "[4,1024,2048] @ [2048,1024]"
+    if op == "transpose_outer":
+        return f"[{m},{outer_mid(rec)},{n}]"
+    if op == "write":
+        return f"[1,{n}] + [{m},1] -> [{m},{n}]"
+    if op == "mm":
+        return f"[{m},{n}] @ [{n},{mm_n(rec)}]"
+    return f"[{m},{n}]"
+
+
 def sweep_records(paths=(SWEEP_CSV, SWEEP_OLDER_CSV)):
     """The records of the database the table takes whole (the current log, then the older logs'
     kinds): [dict] with numbers parsed, in file order."""
@@ -557,10 +571,7 @@ def sweep_rows(table_text):
                                                         "one add kernel per step"))
         else:
             wl = WORKLOADS[op]
-        shapes = {"bmm_3d2d_k_tiling": "[4,1024,2048] @ [2048,1024]",
-                  "transpose_outer": f"[{m},{outer_mid(rec) if op == 'transpose_outer' else 0},{n}]",
-                  "write": f"[1,{n}] + [{m},1] -> [{m},{n}]",
-                  "mm": f"[{m},{n}] @ [{n},{mm_n(rec) if op == 'mm' else 0}]"}.get(op, f"[{m},{n}]")
+        shapes = record_shapes(rec)
         tag = "r" if rec["log_file"] == CURRENT_LOG else rec["log_file"].split("_")[0] + "r"
         section = "7" if rec["log_file"] == CURRENT_LOG else "7o"  # 7o: the older logs (other builds)
         dims = f"{m}x{n}x{mm_n(rec)}" if op == "mm" else f"{m}x{n}"
