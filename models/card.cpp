@@ -52,14 +52,18 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (m_tile_max < kStickBytes) plan.refuse("tile_max", "must be at least one 128 B stick");
   {
     const std::string order = plan.get_choice(
-        "sfp_operand_order", "layout_sticks", {"primary", "layout", "layout_sticks"},
+        "sfp_operand_order", "layout_inner", {"primary", "layout", "layout_sticks", "layout_inner"},
         {"the order a DMA walks an SFP operand whose device-memory layout orders its dims unlike the op's "
          "primaryDsInfo_ layout: primary (the SFP's streaming order, which its LX image follows; runs only as long "
-         "as both orders keep contiguous), layout (its own layout, whole runs) or layout_sticks (its own layout, a "
-         "stick at a time: no two sticks in a row are neighbours in LX too)",
+         "as both orders keep contiguous), layout (its own layout, whole runs), layout_sticks (its own layout, a "
+         "stick at a time: no two sticks in a row are neighbours in LX too) or layout_inner (its own layout, one "
+         "run per stretch of its innermost dim: the DMA gathers those sticks from LX at one stride)",
          Provenance::Estimate});
     using O = plan::OperandOrder;
-    m_sfp_operand_order = order == "primary" ? O::primary : order == "layout_sticks" ? O::layout_sticks : O::layout;
+    m_sfp_operand_order = order == "primary"         ? O::primary
+                          : order == "layout_sticks" ? O::layout_sticks
+                          : order == "layout_inner"  ? O::layout_inner
+                                                     : O::layout;
   }
   ParamReader& sfp = plan.group("sfp_cycles", "SFP cycles per element per lane, by op class (lower.cpp sfp_cost_class)");
   // Cycles are not negative (0: the op class costs nothing, a what-if).

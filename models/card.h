@@ -82,7 +82,7 @@ class Card : public Component {
   double m_sfp_simple = 1, m_sfp_divide = 1, m_sfp_transcendental = 1, m_sfp_reduce_across_stick = 0;
   uint64_t m_tile_target = 0;
   uint64_t m_tile_max = 0;
-  plan::OperandOrder m_sfp_operand_order = plan::OperandOrder::layout_sticks;
+  plan::OperandOrder m_sfp_operand_order = plan::OperandOrder::layout_inner;
   SampleParams m_sample;
   bool m_events = false;
   bool m_ties_high = false;  // card.tie_order: higher_core

@@ -88,6 +88,9 @@ struct Tensor {
   std::vector<size_t> move;
   // Such an operand walked in its own layout a stick at a time (OperandOrder::layout_sticks).
   bool stick_runs = false;
+  // Such an operand walked in its own layout, one run per stretch of its innermost dim of more
+  // than one unit (OperandOrder::layout_inner).
+  bool inner_runs = false;
   // A gather's or scatter's value tensor (bundle::IndirectAccess): the bytes of one row (its
   // inner, direct dims). Each row is wherever its index points, so a block moves as one run per
   // row; 0 for any other tensor.
@@ -162,9 +165,10 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
     ins.insert(op.index_inputs.begin(), op.index_inputs.end());  // a gather's index: loaded like an input
     outs.insert(op.outputs.begin(), op.outputs.end());
   }
-  // card.plan.sfp_operand_order primary or layout_sticks: in an SDSC that runs on the SFP only,
-  // an HBM tensor laid out unlike its primary layout (primary_walk() not empty) is walked in the
-  // primary order, or in its own a stick at a time (Tensor::stick_runs).
+  // card.plan.sfp_operand_order primary, layout_sticks or layout_inner: in an SDSC that runs on
+  // the SFP only, an HBM tensor laid out unlike its primary layout (primary_walk() not empty) is
+  // walked in the primary order, or in its own a stick at a time (Tensor::stick_runs), or in its
+  // own a stretch of its innermost dim at a time (Tensor::inner_runs).
   bool unlike_primary = m_card.sfp_operand_order != OperandOrder::layout;  // look for such tensors
   for (const auto& op : s.compute_ops)
     if (op.ex_unit != bundle::ExUnit::sfp || op.op_func_name == "ReStickifyOpHBM") unlike_primary = false;
@@ -228,9 +232,10 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
     }
     if (unlike_primary && t.hbm && li) {
       t.move = primary_walk(t, *li);
-      if (m_card.sfp_operand_order == OperandOrder::layout_sticks && !t.move.empty()) {
+      if (m_card.sfp_operand_order != OperandOrder::primary && !t.move.empty()) {
         t.move.clear();
-        t.stick_runs = true;
+        t.stick_runs = m_card.sfp_operand_order == OperandOrder::layout_sticks;
+        t.inner_runs = m_card.sfp_operand_order == OperandOrder::layout_inner;
       }
     }
     if (const bundle::IndirectAccess* ia = s.indirect_of(ds.idx)) {
@@ -316,7 +321,8 @@ inline size_t walk_dim(const Tensor& t, size_t j) { return t.move.empty() ? j : 
 // block is walked, walk_dim()) the block holds whole, times the first one it cuts, as long as
 // they lie one after another in memory. `cnt(i)`: the block's units along layout dim i. `next`:
 // set to the first walk position past the run. `span`: for a tensor moved a stick at a time in
-// its own layout (Tensor::stick_runs), the stretch of device memory it walks in address order
+// its own layout (Tensor::stick_runs) or a stretch of its innermost dim at a time
+// (Tensor::inner_runs), the stretch of device memory it walks in address order
 // instead (what the tiling keeps long, so that the sticks fill DRAM rows one after another).
 template <typename Cnt>
 uint64_t leading_run(const Tensor& t, uint64_t stick_bytes, Cnt&& cnt, size_t* next = nullptr, bool span = false) {
@@ -328,6 +334,12 @@ uint64_t leading_run(const Tensor& t, uint64_t stick_bytes, Cnt&& cnt, size_t* n
   }
   // Along the walk order, while the dims chain contiguously (in the layout order they always do).
   auto chains = [&](size_t d) { return t.stride[d] == run; };
+  if (t.inner_runs && !span) {  // the stick, times its innermost dim of more than one unit
+    while (i < t.dims.size() && t.full[walk_dim(t, i)] <= 1 && chains(walk_dim(t, i))) ++i;
+    if (i < t.dims.size() && chains(walk_dim(t, i))) run *= cnt(walk_dim(t, i++));
+    if (next) *next = i;
+    return run;
+  }
   while (i < t.dims.size() && chains(walk_dim(t, i)) && cnt(walk_dim(t, i)) == t.full[walk_dim(t, i)])
     run *= cnt(walk_dim(t, i++));
   if (i < t.dims.size() && chains(walk_dim(t, i))) run *= cnt(walk_dim(t, i++));
@@ -368,8 +380,9 @@ void make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off
   if (row < t.dims.size()) level(row);
   for (; i < t.dims.size(); ++i)
     if (walk_dim(t, i) != row) level(walk_dim(t, i));
-  // A single run covering everything: no levels needed (unless the sticks move one by one).
-  if (b.levels.size() == 1 && b.levels[0].second == run && !t.stick_runs) {
+  // A single run covering everything: no levels needed (unless the sticks move one by one, or a
+  // stretch of the innermost dim at a time).
+  if (b.levels.size() == 1 && b.levels[0].second == run && !t.stick_runs && !t.inner_runs) {
     b.run = b.bytes;
     b.levels.clear();
   }

@@ -55,7 +55,7 @@ struct CardParams {
   uint64_t dma_run_bytes = 4096;
   // How an SFP operand laid out in device memory unlike the op's primary layout is moved
   // (card.plan.sfp_operand_order).
-  OperandOrder sfp_operand_order = OperandOrder::layout_sticks;
+  OperandOrder sfp_operand_order = OperandOrder::layout_inner;
   SfpCosts sfp;
   // Rates the tiling search estimates a candidate's time with, when it must cut several
   // dimensions (plan_card_params fills them from the card; 0: no estimate, and double buffering

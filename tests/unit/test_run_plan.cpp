@@ -463,21 +463,24 @@ TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike
   const uint64_t SB = plans.cp.stick_bytes;
   using O = plan::OperandOrder;
   auto core0 = [&](O order) { return plans.plan(order).stages(1).cores(0); };
-  const plan::CoreProgram layout = core0(O::layout), primary = core0(O::primary), sticks = core0(O::layout_sticks);
+  const plan::CoreProgram layout = core0(O::layout), primary = core0(O::primary), sticks = core0(O::layout_sticks),
+                          inner = core0(O::layout_inner);
   const uint64_t share = 2048 / 32 * 2048 * 2;  // a core's input bytes; it stores twice that
   REQUIRE(layout.ops_size() == sticks.ops_size());
-  for (int i = 0; i < layout.ops_size(); ++i) {
-    const plan::Op& a = layout.ops(i);
-    const plan::Op& c = sticks.ops(i);
-    INFO(a.name());
-    CHECK(a.kind() == c.kind());
-    CHECK(a.bytes() == c.bytes());
-    CHECK(a.addr() == c.addr());
-    if (a.kind() == plan::Op::DMA_IN) {
-      CHECK(a.run_bytes() == c.run_bytes());
-      CHECK(a.levels_size() == c.levels_size());
+  REQUIRE(layout.ops_size() == inner.ops_size());
+  for (const plan::CoreProgram* other : {&sticks, &inner})
+    for (int i = 0; i < layout.ops_size(); ++i) {
+      const plan::Op& a = layout.ops(i);
+      const plan::Op& c = other->ops(i);
+      INFO(a.name());
+      CHECK(a.kind() == c.kind());
+      CHECK(a.bytes() == c.bytes());
+      CHECK(a.addr() == c.addr());
+      if (a.kind() == plan::Op::DMA_IN) {
+        CHECK(a.run_bytes() == c.run_bytes());
+        CHECK(a.levels_size() == c.levels_size());
+      }
     }
-  }
   // Each order's loads and stores: the bytes, and the store's pattern.
   uint64_t layout_run = 0;
   auto check = [&](const plan::CoreProgram& cp, O order) {
@@ -499,6 +502,13 @@ TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike
         CHECK(op.levels(0).stride() == (2048 / 64) * 2 * SB);  // one output row on
         CHECK(op.levels(1).count() == 2048 / 64);            // stick columns
         CHECK(op.levels(1).stride() == 2 * SB);
+      } else if (order == O::layout_inner) {
+        // The layout's runs, each a stretch of the innermost dim (the 2 copies) at a time, in
+        // address order.
+        CHECK(op.run_bytes() == 2 * SB);
+        REQUIRE(op.levels_size() >= 1);
+        CHECK(op.levels(0).count() * 2 * SB == layout_run);
+        CHECK(op.levels(0).stride() == 2 * SB);
       } else {
         // The layout's runs, each a stick at a time in address order.
         CHECK(op.run_bytes() == SB);
@@ -513,6 +523,46 @@ TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike
   check(layout, O::layout);
   check(primary, O::primary);
   check(sticks, O::layout_sticks);
+  check(inner, O::layout_inner);
+}
+
+TEST_CASE("run: layout_inner stores a stick column's rows as one run where layout_sticks stores each row's stick", "[run]") {
+  // The cost-model sweep's `write`, b [1,1024] + c [2048,1] -> [2048,1024] on 32 cores, as the
+  // real compiler built it: primary layout [out, mb] (a row's stick columns innermost), output
+  // [mb, out] (rows innermost: each stick column's 2048 rows one after another). A core's rows of
+  // one stick column lie one after another in device memory and one row's width apart in LX:
+  // layout_inner moves them as one run, layout_sticks as a run each, layout as one run per core.
+  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "write_2048x1024_lx0_c32";
+  RUN_REQUIRE_DIR(dir);
+  OperandOrderPlans plans(dir);
+  const uint64_t SB = plans.cp.stick_bytes;
+  using O = plan::OperandOrder;
+  const plan::Plan inner = plans.plan(O::layout_inner), sticks = plans.plan(O::layout_sticks), whole = plans.plan(O::layout);
+  REQUIRE(inner.stages(1).cores_size() == 32);
+  for (int c = 0; c < 32; ++c) {
+    const auto& a = inner.stages(1).cores(c);
+    const auto& b = sticks.stages(1).cores(c);
+    REQUIRE(a.ops_size() == b.ops_size());
+    REQUIRE(a.ops_size() == whole.stages(1).cores(c).ops_size());
+    uint64_t stored = 0;
+    for (int i = 0; i < a.ops_size(); ++i) {
+      const plan::Op& o = a.ops(i);
+      const plan::Op& s = b.ops(i);
+      if (o.kind() != plan::Op::DMA_OUT) continue;
+      INFO("core " << c << " tile " << o.tile());
+      stored += o.bytes();
+      CHECK(o.addr() == s.addr());
+      CHECK(o.bytes() == s.bytes());
+      CHECK(s.run_bytes() == SB);
+      // A run: the tile's rows of one stick column; one level: the stick columns, 2048 rows apart.
+      CHECK(o.run_bytes() > SB);
+      CHECK(o.run_bytes() <= 2048 / 32 * SB);
+      REQUIRE(o.levels_size() == 1);
+      CHECK(o.levels(0).stride() == 2048 * SB);
+      CHECK(o.levels(0).count() * o.run_bytes() == o.bytes());
+    }
+    CHECK(stored == 2048 / 32 * 1024 * 2);
+  }
 }
 
 TEST_CASE("run: a tensor stored a stick at a time is tiled as if it went in whole runs", "[run]") {
