@@ -18,6 +18,15 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   const TimeValue launch = p.get_time("launch_overhead", "1us",
                                     {"fixed cost per kernel bundle launch", Provenance::Derived,
                                      "measured.md 6a: intercept of time against bytes (configs/spyre.yaml)"});
+  // Every SDSC execution takes the card at least this long from its start to the next one's: the
+  // next SDSC's programs reach the cores, and all cores report the current one done, only so
+  // fast. Seen where SDSCs are tiny: the cost model's coarse-tiled softmaxes (7 SDSCs a tile, five
+  // of them on a few rows in LX) cost the card 2.5-3 us a tile at 2-32 cores, where vspyre's
+  // SDSCs alone took 0.7-1.2 us (bench/validation/README.md, stop 53).
+  const TimeValue dispatch = p.get_time(
+      "sdsc_dispatch", "450ns",
+      {"the shortest time from one SDSC execution's start to the next one's (dispatch and completion round trip)",
+       Provenance::Estimate, "fit to validation section 7o's coarse-tiled softmaxes (bench/validation/README.md, stop 53)"});
   // A launch that reaches the cores one after another (a doorbell passed around the ring,
   // arbitration) starts core i at i x launch_skew, on top of its jitter below: a what-if for how
   // far a prediction hangs on the cores starting in ring order (bench/validation/README.md,
@@ -126,6 +135,7 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (m_events)
     for (Core* c : m_cores) c->set_event_driven();
   m_launch_overhead_ps = launch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
+  m_sdsc_dispatch_ps = dispatch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
   m_launch_skew_ps = skew.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
   m_launch_jitter_ps = static_cast<uint64_t>(jitter.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz()));
   m_ring = build_child<Ring>("ring", "Ring");
@@ -142,6 +152,12 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
 }
 
 double Card::now_ps() const { return now_ps_fast(); }
+
+void Card::idle(double ps) {
+  if (!(ps > 0)) return;
+  if (sc_core::sc_get_status() == sc_core::SC_ELABORATION) sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  sc_core::sc_start(sc_core::sc_time(ps, sc_core::SC_PS));
+}
 
 uint64_t Card::launch_jitter_ps(uint64_t launch, uint32_t core) const {
   return seeded_below(m_launch_jitter_ps, m_launch_seed, launch, core);

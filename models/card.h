@@ -41,12 +41,16 @@ class Card : public Component {
   // simulated time and the state of every resource carry over between calls.
   double run(std::vector<std::vector<CoreOp>> programs);
   double now_ps() const;
+  // Lets simulated time run on by `ps` with nothing issued (an SDSC waiting for its dispatch).
+  void idle(double ps);
   // Host side of the PCIe link: a write is host-to-device, a read device-to-host. Returns the
   // completion time of a transfer issued at t_ps.
   double host_transfer(bool to_device, uint64_t bytes, double t_ps);
 
   // Per-bundle fixed launch cost, paid once before a bundle's first SDSC.
   double launch_overhead_ps() const { return m_launch_overhead_ps; }
+  // The shortest time an SDSC execution takes from its start to the next one's (card.sdsc_dispatch).
+  double sdsc_dispatch_ps() const { return m_sdsc_dispatch_ps; }
   // Plan lowering knobs (sim/plan/lower.h): SFP cycles per element per lane by cost class, and
   // the streamed bytes per tile above which a core's work is cut into pipelined tiles.
   double sfp_cycles_simple() const { return m_sfp_simple; }
@@ -75,6 +79,7 @@ class Card : public Component {
   Lpddr5* m_memory;
   PcieLink* m_host;
   double m_launch_overhead_ps = 0;
+  double m_sdsc_dispatch_ps = 0;  // card.sdsc_dispatch
   double m_launch_skew_ps = 0;  // card.launch_skew: core i starts i x this after core 0
   uint64_t m_launch_jitter_ps = 0;  // card.launch_jitter: each core starts within this of the launch
   uint64_t m_launch_seed = 1;       // card.launch_seed

@@ -420,6 +420,8 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
                        " but the card has " + std::to_string(n) + " cores");
     check_addresses(stage, progs, card.memory().capacity());
   }
+  const double dispatch = card.sdsc_dispatch_ps();
+  double exec_ps = 0;  // the current SDSC execution's stages so far
   for (int si = 0; si < plan.stages_size(); ++si) {
     const plan::Stage& stage = plan.stages(si);
     auto progs = std::move(programs[static_cast<size_t>(si)]);
@@ -473,6 +475,20 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
                              n_cores ? per_tile_sum[g] / n_cores : 0.0});
       }
     }
+    // An SDSC execution (its stages: the op and any ring combines) lasts at least
+    // card.sdsc_dispatch from its start to the next one's; a shorter one waits at its end.
+    if (!stage.sdsc().empty()) {
+      if (si == 0 || plan.stages(si - 1).sdsc().empty() || plan.stages(si - 1).execution() != stage.execution())
+        exec_ps = 0;
+      exec_ps += ps;
+      const bool last = si + 1 >= plan.stages_size() || plan.stages(si + 1).sdsc().empty() ||
+                        plan.stages(si + 1).execution() != stage.execution();
+      if (last && exec_ps < dispatch) {
+        card.idle(dispatch - exec_ps);
+        r.dispatch_ps += dispatch - exec_ps;
+        ps += dispatch - exec_ps;
+      }
+    }
     r.kernel_ps += ps;
     r.stage_ps.emplace_back(stage.name(), ps);
     for (size_t c = 0; c < cores; ++c) {
@@ -521,7 +537,8 @@ PlanResult run_plan(Card& card, const plan::Plan& plan) {
                  {"pt", max_of[static_cast<int>(Engine::Pt)]},
                  {"sfp", max_of[static_cast<int>(Engine::Sfp)]},
                  {"ring", max_of[static_cast<int>(Engine::Ring)]},
-                 {"launch", r.launch_ps / T}};
+                 {"launch", r.launch_ps / T},
+                 {"dispatch", r.dispatch_ps / T}};
   for (const auto& [k, v] : r.resources.items())
     if (v.get<double>() > r.bottleneck_fraction) {
       r.bottleneck_fraction = v.get<double>();
@@ -555,6 +572,7 @@ nlohmann::json PlanResult::to_json() const {
                         {"time_per_tile_us", x.per_tile_ps / 1e6}});
   return {{"kernel_time_us", kernel_ps / 1e6},
           {"launch_us", launch_ps / 1e6},
+          {"dispatch_us", dispatch_ps / 1e6},
           {"cores_used", cores_used},
           {"per_core", pc},
           {"utilisation", {{"pt_mean", pt_sum / k}, {"pt_max", pt_max}, {"sfp_mean", sfp_sum / k}, {"sfp_max", sfp_max}}},
@@ -570,8 +588,12 @@ std::string format_result(const PlanResult& r) {
   const nlohmann::json j = r.to_json();
   std::string s;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "kernel time      %.3f us (launch %.3f us), %u cores\n", r.kernel_ps / 1e6,
-                r.launch_ps / 1e6, r.cores_used);
+  if (r.dispatch_ps > 0)
+    std::snprintf(buf, sizeof buf, "kernel time      %.3f us (launch %.3f us, SDSCs waiting for dispatch %.3f us), %u cores\n",
+                  r.kernel_ps / 1e6, r.launch_ps / 1e6, r.dispatch_ps / 1e6, r.cores_used);
+  else
+    std::snprintf(buf, sizeof buf, "kernel time      %.3f us (launch %.3f us), %u cores\n", r.kernel_ps / 1e6,
+                  r.launch_ps / 1e6, r.cores_used);
   s += buf;
   const auto& u = j["utilisation"];
   std::snprintf(buf, sizeof buf, "PT  utilisation  mean %5.1f %%  max %5.1f %%\nSFP utilisation  mean %5.1f %%  max %5.1f %%\n",

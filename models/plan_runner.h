@@ -24,6 +24,7 @@ struct CoreBusy {
 struct PlanResult {
   double kernel_ps = 0;
   double launch_ps = 0;
+  double dispatch_ps = 0;  // SDSC executions waiting out card.sdsc_dispatch
   uint32_t cores_used = 0;
   std::vector<CoreBusy> per_core;  // cores that ran anything, ascending
   uint64_t lpddr5_read = 0, lpddr5_write = 0, lx = 0, ring = 0;  // bytes

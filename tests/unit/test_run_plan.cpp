@@ -225,6 +225,38 @@ TEST_CASE("run: launch_overhead is a card parameter", "[run]") {
   CHECK(r.launch_ps == Approx(3e6));
 }
 
+TEST_CASE("run: an SDSC execution lasts at least card.sdsc_dispatch, its ring combines included", "[run]") {
+  // One card per process: each setting runs in a `vspyre run --json` of its own.
+  const fs::path sweep = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured";
+  auto run = [&](const fs::path& dir, const std::string& dispatch) {
+    const auto r = cli({"run", dir.string(), "--json", "--no-data", "-p", "card.sdsc_dispatch=" + dispatch});
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  // The cost model's coarse-tiled softmax of 2048x128 on 32 cores in 16 tiles: 16 x 7 SDSC
+  // executions, most of them far shorter than the dispatch time.
+  const fs::path soft = sweep / "softmax_row_tiling_2048x128_t16_lx1_c32";
+  RUN_REQUIRE_DIR(soft);
+  const auto none = run(soft, "0ns"), some = run(soft, "450ns"), more = run(soft, "2us");
+  auto us = [](const nlohmann::json& j, const char* k) { return j[k].get<double>(); };
+  CHECK(us(none, "dispatch_us") == 0);
+  CHECK(us(some, "dispatch_us") > 0);
+  CHECK(some["resources"]["dispatch"].get<double>() == Approx(us(some, "dispatch_us") / us(some, "kernel_time_us")));
+  // Each execution takes at least the dispatch time from its start to the next one's; every one
+  // of them is shorter than 2 us, so at 2 us the kernel is the launch and 112 dispatch times.
+  CHECK(us(some, "kernel_time_us") >= us(some, "launch_us") + 16 * 7 * 0.45);
+  CHECK(us(more, "kernel_time_us") == Approx(us(more, "launch_us") + 16 * 7 * 2.0).epsilon(0.01));
+  // The waits are what the kernel gained (the card's state carries the shift: within a percent).
+  CHECK(us(some, "kernel_time_us") - us(none, "kernel_time_us") == Approx(us(some, "dispatch_us")).epsilon(0.01));
+  // A column sum in 16 tiles: its reduction's ring combines are stages of their own, each far
+  // shorter than 450 ns, but each execution as a whole (op and combines) is longer: no wait.
+  const fs::path ctsum = sweep / "ctsum_2048x512_t16_lx0_c32";
+  RUN_REQUIRE_DIR(ctsum);
+  const auto c = run(ctsum, "450ns");
+  CHECK(us(c, "dispatch_us") == 0);
+  CHECK(us(c, "kernel_time_us") == us(run(ctsum, "0ns"), "kernel_time_us"));
+}
+
 TEST_CASE("run: an HBM-bound elementwise op runs between bytes over peak and bytes over a quarter peak", "[run]") {
   RUN_REQUIRE_DIR(k_data);
   TempBundle tb("add_3d", 1);
