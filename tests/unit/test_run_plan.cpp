@@ -563,7 +563,7 @@ TEST_CASE("run: layout_inner stores a stick column's rows as one run where layou
   // real compiler built it: primary layout [out, mb] (a row's stick columns innermost), output
   // [mb, out] (rows innermost: each stick column's 2048 rows one after another). A core's rows of
   // one stick column lie one after another in device memory and one row's width apart in LX:
-  // layout_inner moves them as one run, layout_sticks as a run each, layout as one run per core.
+  // layout_inner moves them as one run, layout_sticks as a run each.
   const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "write_2048x1024_lx0_c32";
   RUN_REQUIRE_DIR(dir);
   OperandOrderPlans plans(dir);
