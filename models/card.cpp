@@ -134,10 +134,11 @@ Card::Card(const sc_core::sc_module_name& name, BuildContext& ctx)
                                      ".scheduler is '" + scheduler + "' and runs threads here (set it to events)");
   if (m_events)
     for (Core* c : m_cores) c->set_event_driven();
-  m_launch_overhead_ps = launch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
-  m_sdsc_dispatch_ps = dispatch.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
-  m_launch_skew_ps = skew.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz());
-  m_launch_jitter_ps = static_cast<uint64_t>(jitter.to_ps(m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz()));
+  const double hz = m_cores.empty() ? 1.5e9 : m_cores.front()->clock_hz();  // for times given in cycles
+  m_launch_overhead_ps = launch.to_ps(hz);
+  m_sdsc_dispatch_ps = dispatch.to_ps(hz);
+  m_launch_skew_ps = skew.to_ps(hz);
+  m_launch_jitter_ps = static_cast<uint64_t>(jitter.to_ps(hz));
   m_ring = build_child<Ring>("ring", "Ring");
   m_memory = build_child<Lpddr5>("memory", "Lpddr5");
   m_host = build_child<PcieLink>("host_link", "PcieLink");

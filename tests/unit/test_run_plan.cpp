@@ -33,6 +33,7 @@ namespace {
 
 const fs::path k_data = fs::path(VSPYRE_SHARED_DIR) / "spyre" / "data";
 const fs::path k_fixtures = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "bundles";
+const fs::path k_sweep_captured = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured";
 
 #define RUN_REQUIRE_DIR(dir)                                           \
   if (!fs::is_directory(dir)) {                                        \
@@ -227,7 +228,6 @@ TEST_CASE("run: launch_overhead is a card parameter", "[run]") {
 
 TEST_CASE("run: an SDSC execution lasts at least card.sdsc_dispatch, its ring combines included", "[run]") {
   // One card per process: each setting runs in a `vspyre run --json` of its own.
-  const fs::path sweep = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured";
   auto run = [&](const fs::path& dir, const std::string& dispatch) {
     const auto r = cli({"run", dir.string(), "--json", "--no-data", "-p", "card.sdsc_dispatch=" + dispatch});
     REQUIRE(r.code == 0);
@@ -235,7 +235,7 @@ TEST_CASE("run: an SDSC execution lasts at least card.sdsc_dispatch, its ring co
   };
   // The cost model's coarse-tiled softmax of 2048x128 on 32 cores in 16 tiles: 16 x 7 SDSC
   // executions, most of them far shorter than the dispatch time.
-  const fs::path soft = sweep / "softmax_row_tiling_2048x128_t16_lx1_c32";
+  const fs::path soft = k_sweep_captured / "softmax_row_tiling_2048x128_t16_lx1_c32";
   RUN_REQUIRE_DIR(soft);
   const auto none = run(soft, "0ns"), some = run(soft, "450ns"), more = run(soft, "2us");
   auto us = [](const nlohmann::json& j, const char* k) { return j[k].get<double>(); };
@@ -250,7 +250,7 @@ TEST_CASE("run: an SDSC execution lasts at least card.sdsc_dispatch, its ring co
   CHECK(us(some, "kernel_time_us") - us(none, "kernel_time_us") == Approx(us(some, "dispatch_us")).epsilon(0.01));
   // A column sum in 16 tiles: its reduction's ring combines are stages of their own, each far
   // shorter than 450 ns, but each execution as a whole (op and combines) is longer: no wait.
-  const fs::path ctsum = sweep / "ctsum_2048x512_t16_lx0_c32";
+  const fs::path ctsum = k_sweep_captured / "ctsum_2048x512_t16_lx0_c32";
   RUN_REQUIRE_DIR(ctsum);
   const auto c = run(ctsum, "450ns");
   CHECK(us(c, "dispatch_us") == 0);
@@ -361,7 +361,7 @@ TEST_CASE("run: a broadcast row within the tile target does not halve the big te
   // its 64 rows, so x and the output come in whole runs of 64 sticks (8 KiB, a stick column of the
   // core's rows). Counting b's runs, the tiling once cut the rows in two to keep b in 8 KiB runs
   // and moved x and the output in 4 KiB runs (1408 us, card 1159; the same shape's copy 1177).
-  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "bcast_2048x16384_c32";
+  const fs::path dir = k_sweep_captured / "bcast_2048x16384_c32";
   RUN_REQUIRE_DIR(dir);
   auto sim = make_card();
   Card& card = sim->top_as<Card>();
@@ -489,7 +489,7 @@ TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike
   // its own run. The input, laid out as the primary, moves the same way in its own layout and
   // stick by stick. (The orders may tile differently: the primary order cuts the copies, whose
   // index the input lacks, so that the input is read once.)
-  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "cat0_2048x2048_c32";
+  const fs::path dir = k_sweep_captured / "cat0_2048x2048_c32";
   RUN_REQUIRE_DIR(dir);
   OperandOrderPlans plans(dir);
   const uint64_t SB = plans.cp.stick_bytes;
@@ -564,7 +564,7 @@ TEST_CASE("run: layout_inner stores a stick column's rows as one run where layou
   // [mb, out] (rows innermost: each stick column's 2048 rows one after another). A core's rows of
   // one stick column lie one after another in device memory and one row's width apart in LX:
   // layout_inner moves them as one run, layout_sticks as a run each.
-  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "write_2048x1024_lx0_c32";
+  const fs::path dir = k_sweep_captured / "write_2048x1024_lx0_c32";
   RUN_REQUIRE_DIR(dir);
   OperandOrderPlans plans(dir);
   const uint64_t SB = plans.cp.stick_bytes;
@@ -603,7 +603,7 @@ TEST_CASE("run: a tensor stored a stick at a time is tiled as if it went in whol
   // store is one stick per run, in address order (the innermost level steps one stick); the
   // tiling is the one whole runs get (leading_run's `span`), so that the sticks of a run still
   // go one after another: cut for one-stick runs, each stick could fall in a DRAM row of its own.
-  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "captured" / "cat0_4096x4096_c32";
+  const fs::path dir = k_sweep_captured / "cat0_4096x4096_c32";
   RUN_REQUIRE_DIR(dir);
   OperandOrderPlans plans(dir);
   const uint64_t SB = plans.cp.stick_bytes;
