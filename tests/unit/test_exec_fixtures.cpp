@@ -367,8 +367,8 @@ TEST_CASE("exec: every fixture bundle computes outputs that match a double refer
 TEST_CASE("exec: each kind of the section 7 sweep fixtures computes outputs that match a double reference",
           "[exec]") {
   // tests/fixtures/sweep holds 116 generated timing fixtures of a handful of kinds at many shapes
-  // (and sweep/captured 128 of the compiler's); one (the smallest) of each kind is enough to check
-  // that what the generator writes computes what it says, and two of the compiler's whose work
+  // (and sweep/captured the compiler's); one (the smallest) of each kind is enough to check
+  // that what the generator writes computes what it says, and some of the compiler's whose work
   // division differs from the generator's.
   const fs::path root = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep";
   for (const char* name : {"add3_2048x1024_c32_lx", "add3_2048x1024_c32_hbm", "add6_2048x1024_c32_lx",
@@ -381,7 +381,11 @@ TEST_CASE("exec: each kind of the section 7 sweep fixtures computes outputs that
                            // coarse-tiled, its partial sums in device memory and in LX)
                            "captured/write_512x1024_lx0_c32", "captured/ctsum_2048x64_t8_lx0_c32",
                            "captured/ctsum_2048x512_t2_lx1_c32", "captured/transpose_outer_512x4x2048_lx0_c32",
-                           "captured/softmax_row_tiling_2048x128_t4_lx1_c32"}) {
+                           "captured/softmax_row_tiling_2048x128_t4_lx1_c32",
+                           // section 10's forced work divisions (stop 54): every core on its own
+                           // rows of the whole weight, and K split over two cores ({in: 2}) whose
+                           // partial products are summed across the ring
+                           "captured/mmwd_1024x2048x1024_m32n1k1_c32", "captured/mmwd_2048x2048x2048_m2n2k2_c8"}) {
     INFO(name);
     REQUIRE(bundle::is_bundle_dir(root / name));
     const auto lb = bundle::load_bundle(root / name);
