@@ -370,7 +370,6 @@ TEST_CASE("exec: each kind of the section 7 sweep fixtures computes outputs that
   // (and sweep/captured the compiler's); one (the smallest) of each kind is enough to check
   // that what the generator writes computes what it says, and some of the compiler's whose work
   // division differs from the generator's.
-  const fs::path root = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep";
   for (const char* name : {"add3_2048x1024_c32_lx", "add3_2048x1024_c32_hbm", "add6_2048x1024_c32_lx",
                            "add6_2048x1024_c32_hbm", "add_indep2_2048x1024_c32", "bcast_64x2048_c32",
                            "bcast_512x512_c32", "bcastcol_64x2048_c32", "bcastcol_2048x256_c32",
@@ -387,8 +386,8 @@ TEST_CASE("exec: each kind of the section 7 sweep fixtures computes outputs that
                            // partial products are summed across the ring
                            "captured/mmwd_1024x2048x1024_m32n1k1_c32", "captured/mmwd_2048x2048x2048_m2n2k2_c8"}) {
     INFO(name);
-    REQUIRE(bundle::is_bundle_dir(root / name));
-    const auto lb = bundle::load_bundle(root / name);
+    REQUIRE(bundle::is_bundle_dir(k_sweep / name));
+    const auto lb = bundle::load_bundle(k_sweep / name);
     const Outcome o = check(lb, lb);
     INFO(o.report);
     CHECK(o.checked >= 1);
@@ -863,7 +862,7 @@ TEST_CASE("reference: the streamed check gives bit-identical figures run after r
   // Its two threads split the images at a fixed place and merge in order: the same plan, inputs
   // and outputs give the same Comparison to the last bit however the threads are scheduled.
   // (Also run under ThreadSanitizer: the tsan test preset.)
-  const fs::path dir = fs::path(VSPYRE_SOURCE_DIR) / "tests" / "fixtures" / "sweep" / "add3_2048x1024_c32_lx";
+  const fs::path dir = k_sweep / "add3_2048x1024_c32_lx";
   const auto lb = bundle::load_bundle(dir);
   const bundle::Bindings b = plan::default_bindings(lb);
   const auto plan = bundle::resolve(lb, b);
