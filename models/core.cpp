@@ -47,6 +47,15 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_lx_size = lx.get_size("size", "2MiB", {"LX scratchpad SRAM per core", Provenance::Datasheet, "IBM"});
   m_lx_reserved = lx.get_size("reserved", "64KiB", {"LX held back for program and debug", Provenance::Measured,
                                                     "torch-spyre scratchpad planning"});
+  m_lx_line = lx.get_size(
+      "pt_line", "512B",
+      {"bytes of one LX read for the PT array's operand feed (sticks of an operand that lie in one line come "
+       "in one read)", Provenance::Estimate, "with pt_line_time: fit to the one-core bmm layout cube (validation section 8)"});
+  m_lx_line_ps = lx.get_time("pt_line_time", "5ns",
+                             {"time the LX takes per line read for the PT array's operand feed (both corelets; 0ns: "
+                              "the feed never limits the array)",
+                              Provenance::Estimate, "fit to the one-core bmm layout cube (validation section 8)"})
+                     .to_ps(m_clock_hz);
   ParamReader& pt = p.group("pt", "PT matmul array, per corelet");
   m_pt_rows = static_cast<uint32_t>(pt.get_int("rows", 8, {"PE rows", Provenance::Datasheet}, 1, 256));
   m_pt_cols = static_cast<uint32_t>(pt.get_int("cols", 8, {"PE columns", Provenance::Datasheet}, 1, 256));
@@ -98,6 +107,8 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
                               Provenance::Estimate}) == "flow";
   if (m_dma_request == 0 || m_dma_request % kStickBytes)
     params().refuse("dma.request_size", "must be a positive multiple of 128B, got " + std::to_string(m_dma_request) + " B");
+  if (m_lx_line == 0 || m_lx_line % kStickBytes)
+    params().refuse("lx.pt_line", "must be a positive multiple of 128B, got " + std::to_string(m_lx_line) + " B");
   if (m_lx_size == 0 || m_lx_size % kStickBytes)
     params().refuse("lx.size", "must be a positive multiple of 128B, got " + std::to_string(m_lx_size) + " B");
   if (m_lx_reserved >= m_lx_size)
@@ -176,6 +187,26 @@ double Core::pt_time_ps(uint64_t m, uint64_t k, uint64_t n, int bits) const {
   const uint64_t per_block = full * (m_pt_pass_k + skew) + (rest ? rest + skew : 0);
   const uint64_t per_corelet = (blocks + m_corelets - 1) / m_corelets;
   return static_cast<double>(per_corelet * per_block) * 1e12 / m_clock_hz;
+}
+
+double Core::pt_feed_ps(uint64_t m, uint64_t k, uint64_t n, int bits, uint32_t a_stride, uint32_t b_stride) const {
+  if (m == 0 || k == 0 || n == 0 || m_lx_line_ps <= 0) return 0;
+  // The array reads an input stick (one row, a stick of k) once per output block of
+  // cols x simd columns and a weight stick (one k, a stick of n) once per block of as many
+  // rows, and gets its sticks from LX a line at a time: the sticks of an operand that lie in one
+  // line (those at most a line apart, a_stride / b_stride sticks from one to the next) come in
+  // one read, so an operand laid out with its sticks apart (the batch-inner layout, where one
+  // batch's next stick is a stick per batch further on) takes a line per stick.
+  const uint64_t ways = bits <= 4 ? 4 : bits <= 8 ? 2 : 1;
+  const uint64_t per_stick = (kStickBytes / 2) * ways;  // elements in a stick (64 fp16)
+  const uint64_t block = static_cast<uint64_t>(m_pt_cols) * m_pt_simd * ways;
+  const uint64_t line_sticks = m_lx_line / kStickBytes;
+  auto per_line = [&](uint32_t stride) {
+    return static_cast<double>(std::max<uint64_t>(1, line_sticks / std::max<uint32_t>(stride, 1)));
+  };
+  const double a_reads = static_cast<double>(m * ((k + per_stick - 1) / per_stick) * ((n + block - 1) / block));
+  const double b_reads = static_cast<double>(k * ((n + per_stick - 1) / per_stick) * ((m + block - 1) / block));
+  return (a_reads / per_line(a_stride) + b_reads / per_line(b_stride)) * m_lx_line_ps;
 }
 
 double Core::sfp_time_ps(uint64_t elements, double cycles_per_element) const {
@@ -478,7 +509,8 @@ bool Core::ring_step(uint32_t i, double at, RingProgress& p, double& next) {
 double Core::compute_end(const CoreOp& op, double t) {
   if (op.engine == Engine::Pt) {
     m_macs += static_cast<double>(op.m) * static_cast<double>(op.k) * static_cast<double>(op.n);
-    return t + pt_time_ps(op.m, op.k, op.n, op.bits);
+    return t + std::max(pt_time_ps(op.m, op.k, op.n, op.bits),
+                        pt_feed_ps(op.m, op.k, op.n, op.bits, op.a_stride, op.b_stride));
   }
   return t + sfp_time_ps(op.elements, op.cycles_per_element);
 }

@@ -74,6 +74,9 @@ struct CoreOp {
   // Pt: an (m x k) @ (k x n) product with elements of `bits` bits.
   uint64_t m = 0, k = 0, n = 0;
   int bits = 16;
+  // Pt: sticks between the consecutive sticks the array reads of the input (a) and the weight
+  // (b) in LX (plan::Op::a_stride; 0 or 1: adjacent).
+  uint32_t a_stride = 1, b_stride = 1;
   // Sfp: elements processed and cycles each costs per lane.
   uint64_t elements = 0;
   double cycles_per_element = 1.0;
@@ -148,6 +151,9 @@ class Core : public Component {
 
   // Cost models, exposed for tests and planners: time of one operation alone on an idle core.
   double pt_time_ps(uint64_t m, uint64_t k, uint64_t n, int bits) const;
+  // Time the PT array's operand feed takes to read the op's sticks from LX (whole lines of
+  // lx.pt_line each lx.pt_line_time); the op takes the longer of this and pt_time_ps.
+  double pt_feed_ps(uint64_t m, uint64_t k, uint64_t n, int bits, uint32_t a_stride, uint32_t b_stride) const;
   double sfp_time_ps(uint64_t elements, double cycles_per_element) const;
   double peak_macs_per_ns(int bits = 16) const;
   double clock_hz() const { return m_clock_hz; }
@@ -214,7 +220,8 @@ class Core : public Component {
   void finish_op(uint32_t i, double start, double end);
 
   double m_clock_hz;
-  uint64_t m_lx_size, m_lx_reserved;
+  uint64_t m_lx_size, m_lx_reserved, m_lx_line;
+  double m_lx_line_ps;
   uint32_t m_corelets, m_pt_rows, m_pt_cols, m_pt_simd, m_pt_pass_k, m_pt_overhead;
   uint32_t m_sfp_lanes, m_sfp_startup;
   uint32_t m_dma_outstanding;

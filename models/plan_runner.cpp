@@ -103,6 +103,8 @@ std::vector<std::vector<CoreOp>> stage_programs(const plan::Stage& stage) {
           c.k = op.k();
           c.n = op.n();
           c.bits = op.bits() ? static_cast<int>(op.bits()) : 16;
+          c.a_stride = std::max<uint32_t>(op.a_stride(), 1);
+          c.b_stride = std::max<uint32_t>(op.b_stride(), 1);
           break;
         case plan::Op::SFP:
         case plan::Op::COMBINE:
@@ -179,6 +181,7 @@ uint64_t tile_signature(const plan::CoreProgram& cp, uint32_t prev, uint32_t beg
     h = hash_in(h, op.k());
     h = hash_in(h, op.n());
     h = hash_in(h, static_cast<uint64_t>(op.bits()));
+    h = hash_in(hash_in(h, static_cast<uint64_t>(op.a_stride())), static_cast<uint64_t>(op.b_stride()));
     h = hash_in(h, op.elements());
     h = hash_in(h, op.cycles_per_element());
     h = hash_in(h, op.fixed_ps());

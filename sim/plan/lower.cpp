@@ -248,6 +248,55 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
   return out;
 }
 
+// Where the PT array finds a matmul operand's sticks in LX, whose image of the operand follows
+// its per-core layout: the sticks between two the array reads one after the other, going down a
+// stick column (the rows that share a stick: the dims laid out inside the row dim) or along a row
+// (its next stick: the dims laid out inside the stick dim), whichever lie closer. Adjacent (1) in
+// the default 2-D layouts and batch-outer 3-D; in torch-spyre's default 3-D [M][K/64][B][64] a
+// batch's next stick along a row is the per-core batch count further on. `row`: the operand's row
+// dim (the input's M, the weight's K).
+uint32_t feed_stride(const Tensor& t, const std::string& row) {
+  size_t stick_i = t.dims.size(), row_i = t.dims.size();
+  for (size_t i = 0; i < t.dims.size(); ++i) {
+    if (t.reduced[i]) continue;
+    if (t.stick[i] && stick_i == t.dims.size()) stick_i = i;
+    else if (!t.stick[i] && t.dims[i] == row) row_i = i;
+  }
+  auto inside = [&](size_t end) {
+    uint64_t n = 1;
+    for (size_t i = 0; i < end && i < t.dims.size(); ++i)
+      if (!t.reduced[i]) n *= std::max<uint64_t>(1, ceil_div(t.max_ext[i], t.per[i]));
+    return n;
+  };
+  uint64_t best = UINT32_MAX;
+  if (stick_i < t.dims.size()) best = std::min(best, inside(stick_i));
+  if (row_i < t.dims.size()) best = std::min(best, inside(row_i));
+  return static_cast<uint32_t>(std::min<uint64_t>(best, UINT32_MAX));
+}
+
+// The roles of a PT op's N_ dims: the input's row dim (M; `mb` when there is one), the reduction
+// (K), and the batch dims (in both operands and the output, outside every stick).
+struct PtDims {
+  std::string m, k;
+  std::vector<std::string> batch;
+};
+PtDims pt_dims(const Sdsc& s, const Tensor& a, const Tensor& b, const Tensor& c) {
+  PtDims r;
+  for (const auto& [d, v] : s.n) {
+    const bool ia = a.has(d), ib = b.has(d), ic = c.has(d);
+    if (ia && !ib && ic && (r.m.empty() || d == "mb")) r.m = d;
+    if (ia && ib && !ic && r.k.empty()) r.k = d;
+    if (ia && ib && ic) {
+      bool in_stick = false;
+      for (const Tensor* t : {&a, &b, &c})
+        for (size_t i = 0; i < t->dims.size(); ++i)
+          if (t->dims[i] == d && t->stick[i]) in_stick = true;
+      if (!in_stick) r.batch.push_back(d);
+    }
+  }
+  return r;
+}
+
 // Sets Tensor::pt_row for the HBM operands of the SDSC's PT ops. The array reads an operand from
 // LX as stick columns: for one stick of the input (K) or of the weight and output (N), the rows
 // that share it one after another (the input's and output's M, the weight's K), and the DMA that
@@ -279,15 +328,10 @@ void Lowerer::pt_operand_rows(const Sdsc& s, std::vector<Tensor>& ts) const {
     Tensor* b = find(cop.inputs[1]);
     Tensor* c = find(cop.outputs[0]);
     if (!a || !b || !c) continue;
-    std::string m_dim, k_dim;
-    for (const auto& [d, v] : s.n) {
-      const bool ia = a->has(d), ib = b->has(d), ic = c->has(d);
-      if (ia && !ib && ic && (m_dim.empty() || d == "mb")) m_dim = d;
-      if (ia && ib && !ic && k_dim.empty()) k_dim = d;
-    }
-    mark(a, m_dim);
-    mark(b, k_dim);
-    mark(c, m_dim);
+    const PtDims pd = pt_dims(s, *a, *b, *c);
+    mark(a, pd.m);
+    mark(b, pd.k);
+    mark(c, pd.m);
   }
 }
 
@@ -605,6 +649,20 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   bool uses_pt = false;
   for (const auto& cop : s.compute_ops)
     if (cop.ex_unit == bundle::ExUnit::pt || cop.ex_unit == bundle::ExUnit::pe) uses_pt = true;
+  // A batched matmul's batch dims (in both operands and the output, outside the stick): each batch
+  // is a matmul of its own, so a tile of one batch wastes nothing on the array.
+  std::set<std::string> pt_batch;
+  for (const auto& cop : s.compute_ops) {
+    if (cop.ex_unit != bundle::ExUnit::pt || cop.inputs.size() < 2 || cop.outputs.empty()) continue;
+    const Tensor *a = nullptr, *b = nullptr, *c = nullptr;
+    for (const auto& t : ts) {
+      if (t.idx == cop.inputs[0]) a = &t;
+      if (t.idx == cop.inputs[1]) b = &t;
+      if (t.idx == cop.outputs[0]) c = &t;
+    }
+    if (a && b && c)
+      for (const auto& d : pt_dims(s, *a, *b, *c).batch) pt_batch.insert(d);
+  }
   // Tile candidates: output dims, outermost (in the first output's layout) first.
   std::vector<DimTile> tiles;
   const Tensor* first_out = nullptr;
@@ -634,7 +692,8 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         if (t.dims[i] == d && t.stick[i] && !t.reduced[i]) dt.gran = std::max(dt.gran, t.per[i]);
     // On the PT array a tile thinner than its rows (times the corelets sharing the work) wastes
     // the array; never cut a matmul's dimension finer than that.
-    if (uses_pt) dt.gran = std::max<uint64_t>(dt.gran, static_cast<uint64_t>(m_card.pt_rows) * m_card.corelets);
+    if (uses_pt && !pt_batch.count(d))
+      dt.gran = std::max<uint64_t>(dt.gran, static_cast<uint64_t>(m_card.pt_rows) * m_card.corelets);
     dt.max_ext = max_ext_of(s, d);
     dt.tile = ceil_div(dt.max_ext, dt.gran) * dt.gran;
     if (dt.max_ext > dt.gran) tiles.push_back(dt);
@@ -1010,6 +1069,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     std::vector<char> role;      // PT, per N_ dim: 0 none, 1 k, 2 m (or batch), 3 n
     uint32_t bits = 16;
     double cpe = 0;
+    uint32_t a_stride = 1, b_stride = 1;  // PT: where its operands' sticks lie in LX (feed_stride)
   };
   std::vector<CopPlan> cops;
   for (const auto& cop : s.compute_ops) {
@@ -1032,6 +1092,11 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       }
       const uint32_t bits = bundle::data_format_bits(cop.data_format);
       cp.bits = bits ? bits : 16;
+      if (a >= 0 && b >= 0 && c >= 0) {
+        const PtDims pd = pt_dims(s, ts[a], ts[b], ts[c]);
+        cp.a_stride = feed_stride(ts[a], pd.m);
+        cp.b_stride = feed_stride(ts[b], pd.k);
+      }
     } else {
       double cpe = sfp_cycles_per_element(m_card.sfp, cop.op_func_name);
       // Reduced across the stick (a row max/sum over the stick dim): the lanes hold one row's
@@ -1190,6 +1255,8 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
           o.first->set_k(k);
           o.first->set_n(nn);
           o.first->set_bits(cp.bits);
+          o.first->set_a_stride(cp.a_stride);
+          o.first->set_b_stride(cp.b_stride);
         } else {
           uint64_t e = 1;
           for (int k : cp.ins) e = std::max(e, elems_at(static_cast<size_t>(k)));

@@ -217,6 +217,8 @@ TEST_CASE("cli: a component's size or type error names what the user set", "[cli
   // lx.size 0 blamed lx.reserved; a core made an Lpddr5 blamed spyre.yaml's clock line alone.
   check_input_error(run({"probe", "pt", "-p", "card.core.lx.size=0B"}),
                     "card.core.lx.size: must be a positive multiple of 128B, got 0 B");
+  check_input_error(run({"probe", "pt", "-p", "card.core.lx.pt_line=200B"}),
+                    "card.core.lx.pt_line: must be a positive multiple of 128B, got 200 B");
   check_input_error(run({"probe", "pt", "-p", "card.core.lx.reserved=2MiB"}),
                     "card.core.lx.reserved (-p card.core.lx.reserved=2MiB) and lx.size (" + config_path("spyre.yaml") + ":");
   check_input_error(run({"probe", "pt", "-p", "card.core.lx.reserved=2MiB"}),

@@ -307,7 +307,7 @@ TEST_CASE("engine: a misspelt key in a config file fails naming file:line:column
   // include paths are relative; an absolute one must still work (../ from a temp dir would not).
   const std::string m = build_error(f);
   CHECK(m == f + ":5:7: unknown key 'sise' in card.core.lx; did you mean 'size'? (expected one of: "
-                 "reserved, size)");
+                 "pt_line, pt_line_time, reserved, size)");
 }
 
 TEST_CASE("engine: a misspelt parameter of a component fails with did-you-mean", "[engine][configerr]") {
