@@ -1134,11 +1134,12 @@ TEST_CASE("run: one core reads as fast in the flow DMA model as request by reque
 
 TEST_CASE("run: a matmul's output block waits for the store of the block two before it, not of the last tile's", "[run]") {
   // [4,1024,2048] @ [4,2048,1024] on one core: each output block (one batch's 512 x 512) accumulates
-  // over 16 k steps and is stored after the last. LX holds two output blocks (the stage is double buffered), so block j
-  // is computed while block j-1 is stored, and only block j's first compute waits, for the store
-  // of block j-2. (It waited for the store of block j-1 from the second k step on, so every store
-  // stalled the array: 9393 against 8144 us with the row-outer output, whose store camps on one
-  // channel, 8829 now; the card times both 8261 us, validation section 8.)
+  // over 16 k steps and is stored after the last. LX holds two output blocks (the stage is double
+  // buffered), so block j is computed while block j-1 is stored, and only block j's first compute
+  // waits, for the store of block j-2. (It waited for the store of block j-1 from the second k
+  // step on, so every store stalled the array: 9393 against 8144 us with the row-outer output,
+  // whose store camps on one channel, 8829 at stop 18; the card times both 8261 us, validation
+  // section 8.)
   const char* f = "bmm_b4_1024x2048x1024_bbr_c1";
   RUN_REQUIRE_DIR(k_fixtures / f);
   auto sim = make_card();
@@ -1378,8 +1379,8 @@ TEST_CASE("run: a memory-bound matmul is tiled to read each operand once, a comp
   CHECK(core0_reads(no_est) == kShare);
   CHECK(no_est.stages(no_est.stages_size() - 1).double_buffered());
   // The estimate still weighs re-reading against overlap where no batch can be cut: a one-core
-  // 2-D matmul that fitting LX twice makes re-read (mm_2048x512x2048_c4: 4 MiB a core without
-  // the estimate; with it the compute-bound core overlaps and reads 8 MiB).
+  // 2-D matmul where overlap costs re-reading (mm_2048x512x2048_c4: 4 MiB a core without the
+  // estimate; with it the plan overlaps loads with compute and reads 8 MiB).
   const fs::path mm = k_fixtures / "mm_2048x512x2048_c4";
   RUN_REQUIRE_DIR(mm);
   CHECK(core0_reads(lowered(mm, cp)) != core0_reads(lowered(mm, no_estimate)));
