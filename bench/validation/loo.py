@@ -29,6 +29,9 @@ KNOBS = [
      r"^amax_\d+x\d+_c(8|16)$"),
     ("card.memory.port_request_time", ["3ns", "4ns", "5ns", "6ns", "7ns"], "5ns", "."),
     ("card.core.pt.pass_overhead", ["10", "11", "12", "13", "14", "15"], "13", r"^mm_2048x(512|1024)x2048_c(1|2|4)$"),
+    # Stop 56: the one-core bmm layout cube's cells with a row-outer input and a row-outer output.
+    ("card.core.lx.pt_line_time", ["4ns", "4.5ns", "5ns", "5.5ns", "6ns"], "5ns",
+     r"^bmm_b(2|4)_(rrr|rbr|brr)_c1$"),
     ("card.core.dma.op_latency", ["0ns", "100ns", "150ns", "200ns", "250ns"], "200ns", "."),
     # Not on section 1, whose absolute times no model that respects 6a and 6b can reach (the README).
     ("card.memory.t_frontend", ["55ns", "60ns", "65ns", "70ns", "75ns"], "65ns", "^(?!(ratio_)?softmax_(baseline|stage))"),
