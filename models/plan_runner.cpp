@@ -103,8 +103,8 @@ std::vector<std::vector<CoreOp>> stage_programs(const plan::Stage& stage) {
           c.k = op.k();
           c.n = op.n();
           c.bits = op.bits() ? static_cast<int>(op.bits()) : 16;
-          c.a_stride = std::max<uint32_t>(op.a_stride(), 1);
-          c.b_stride = std::max<uint32_t>(op.b_stride(), 1);
+          c.a_stride = op.a_stride();
+          c.b_stride = op.b_stride();
           break;
         case plan::Op::SFP:
         case plan::Op::COMBINE:

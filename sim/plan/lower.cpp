@@ -649,20 +649,30 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   bool uses_pt = false;
   for (const auto& cop : s.compute_ops)
     if (cop.ex_unit == bundle::ExUnit::pt || cop.ex_unit == bundle::ExUnit::pe) uses_pt = true;
+  auto find_tensor = [&](uint32_t i) -> int {
+    for (size_t k = 0; k < ts.size(); ++k)
+      if (ts[k].idx == i) return static_cast<int>(k);
+    return -1;
+  };
+  // Per compute op: a PT op's input, weight and output (ts indices) and the roles of its dims,
+  // worked out once for the tiling (the batch dims) and the tile loop (the operands' strides).
+  struct PtOp {
+    int a = -1, b = -1, c = -1;
+    PtDims dims;
+  };
+  std::vector<std::optional<PtOp>> pt_ops(s.compute_ops.size());
+  for (size_t ci = 0; ci < s.compute_ops.size(); ++ci) {
+    const auto& cop = s.compute_ops[ci];
+    if (cop.ex_unit != bundle::ExUnit::pt || cop.inputs.size() < 2 || cop.outputs.empty()) continue;
+    PtOp po{find_tensor(cop.inputs[0]), find_tensor(cop.inputs[1]), find_tensor(cop.outputs[0]), {}};
+    if (po.a >= 0 && po.b >= 0 && po.c >= 0) po.dims = pt_dims(s, ts[po.a], ts[po.b], ts[po.c]);
+    pt_ops[ci] = std::move(po);
+  }
   // A batched matmul's batch dims (in both operands and the output, outside the stick): each batch
   // is a matmul of its own, so a tile of one batch wastes nothing on the array.
   std::set<std::string> pt_batch;
-  for (const auto& cop : s.compute_ops) {
-    if (cop.ex_unit != bundle::ExUnit::pt || cop.inputs.size() < 2 || cop.outputs.empty()) continue;
-    const Tensor *a = nullptr, *b = nullptr, *c = nullptr;
-    for (const auto& t : ts) {
-      if (t.idx == cop.inputs[0]) a = &t;
-      if (t.idx == cop.inputs[1]) b = &t;
-      if (t.idx == cop.outputs[0]) c = &t;
-    }
-    if (a && b && c)
-      for (const auto& d : pt_dims(s, *a, *b, *c).batch) pt_batch.insert(d);
-  }
+  for (const auto& po : pt_ops)
+    if (po) pt_batch.insert(po->dims.batch.begin(), po->dims.batch.end());
   // Tile candidates: output dims, outermost (in the first output's layout) first.
   std::vector<DimTile> tiles;
   const Tensor* first_out = nullptr;
@@ -1058,11 +1068,6 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   for (size_t q = 0; q < s.n.size(); ++q)
     for (size_t j = 0; j < nt; ++j)
       if (tiles[j].dim == s.n[q].first) n_cut[q] = static_cast<int>(j);
-  auto find_tensor = [&](uint32_t i) -> int {
-    for (size_t k = 0; k < ts.size(); ++k)
-      if (ts[k].idx == i) return static_cast<int>(k);
-    return -1;
-  };
   struct CopPlan {
     std::vector<int> ins, outs;  // tensors found for the op's inputs and outputs
     bool pt = false;
@@ -1072,15 +1077,16 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     uint32_t a_stride = 1, b_stride = 1;  // PT: where its operands' sticks lie in LX (feed_stride)
   };
   std::vector<CopPlan> cops;
-  for (const auto& cop : s.compute_ops) {
+  for (size_t ci = 0; ci < s.compute_ops.size(); ++ci) {
+    const auto& cop = s.compute_ops[ci];
     CopPlan cp;
     for (uint32_t i : cop.inputs)
       if (int k = find_tensor(i); k >= 0) cp.ins.push_back(k);
     for (uint32_t i : cop.outputs)
       if (int k = find_tensor(i); k >= 0) cp.outs.push_back(k);
-    cp.pt = cop.ex_unit == bundle::ExUnit::pt && cop.inputs.size() >= 2 && !cop.outputs.empty();
+    cp.pt = pt_ops[ci].has_value();
     if (cp.pt) {
-      const int a = find_tensor(cop.inputs[0]), b = find_tensor(cop.inputs[1]), c = find_tensor(cop.outputs[0]);
+      const int a = pt_ops[ci]->a, b = pt_ops[ci]->b, c = pt_ops[ci]->c;
       for (const auto& [d, v] : s.n) {
         const bool ia = a >= 0 && ts[a].has(d), ib = b >= 0 && ts[b].has(d), ic = c >= 0 && ts[c].has(d);
         char r = 0;
@@ -1093,7 +1099,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       const uint32_t bits = bundle::data_format_bits(cop.data_format);
       cp.bits = bits ? bits : 16;
       if (a >= 0 && b >= 0 && c >= 0) {
-        const PtDims pd = pt_dims(s, ts[a], ts[b], ts[c]);
+        const PtDims& pd = pt_ops[ci]->dims;
         cp.a_stride = feed_stride(ts[a], pd.m);
         cp.b_stride = feed_stride(ts[b], pd.k);
       }
