@@ -268,6 +268,10 @@ uint32_t feed_stride(const Tensor& t, const std::string& row) {
       if (!t.reduced[i]) n *= std::max<uint64_t>(1, ceil_div(t.max_ext[i], t.per[i]));
     return n;
   };
+  // An operand with neither (every dim reduced, or the row dim absent with no stick dim left):
+  // nothing tells where its sticks lie, so it is fed as adjacent, the layouts' common case, rather
+  // than charged a line per stick.
+  if (stick_i == t.dims.size() && row_i == t.dims.size()) return 1;
   uint64_t best = UINT32_MAX;
   if (stick_i < t.dims.size()) best = std::min(best, inside(stick_i));
   if (row_i < t.dims.size()) best = std::min(best, inside(row_i));
