@@ -123,7 +123,6 @@ class Lowerer {
  private:
   bool shuffle(const Sdsc& s, uint64_t exec_index);
   std::vector<Tensor> tensors(const Sdsc& s) const;
-  void pt_operand_rows(const Sdsc& s, std::vector<Tensor>& ts) const;
   uint64_t ext_of(const Sdsc& s, uint32_t core, const std::string& d) const;
   uint64_t max_ext_of(const Sdsc& s, const std::string& d) const;  // over the SDSC's cores
 
@@ -244,7 +243,6 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
     }
     out.push_back(std::move(t));
   }
-  pt_operand_rows(s, out);
   return out;
 }
 
@@ -301,6 +299,31 @@ PtDims pt_dims(const Sdsc& s, const Tensor& a, const Tensor& b, const Tensor& c)
   return r;
 }
 
+// A PT op's input, weight and output (indices into the SDSC's tensors; -1 when not found) and,
+// when all three are found, the roles of its dims: worked out once per SDSC for the rows the DMA
+// moves (pt_operand_rows), the tiling (the batch dims) and the tile loop (the operands' strides).
+struct PtOp {
+  int a = -1, b = -1, c = -1;
+  PtDims dims;
+  bool whole() const { return a >= 0 && b >= 0 && c >= 0; }
+};
+std::vector<std::optional<PtOp>> pt_ops_of(const Sdsc& s, const std::vector<Tensor>& ts) {
+  auto find_tensor = [&](uint32_t i) -> int {
+    for (size_t k = 0; k < ts.size(); ++k)
+      if (ts[k].idx == i) return static_cast<int>(k);
+    return -1;
+  };
+  std::vector<std::optional<PtOp>> ops(s.compute_ops.size());
+  for (size_t ci = 0; ci < s.compute_ops.size(); ++ci) {
+    const auto& cop = s.compute_ops[ci];
+    if (cop.ex_unit != bundle::ExUnit::pt || cop.inputs.size() < 2 || cop.outputs.empty()) continue;
+    PtOp po{find_tensor(cop.inputs[0]), find_tensor(cop.inputs[1]), find_tensor(cop.outputs[0]), {}};
+    if (po.whole()) po.dims = pt_dims(s, ts[po.a], ts[po.b], ts[po.c]);
+    ops[ci] = std::move(po);
+  }
+  return ops;
+}
+
 // Sets Tensor::pt_row for the HBM operands of the SDSC's PT ops. The array reads an operand from
 // LX as stick columns: for one stick of the input (K) or of the weight and output (N), the rows
 // that share it one after another (the input's and output's M, the weight's K), and the DMA that
@@ -312,30 +335,21 @@ PtDims pt_dims(const Sdsc& s, const Tensor& a, const Tensor& b, const Tensor& c)
 // those layouts on 32 cores; at one core a row-outer input costs up to 1.7x). Of the op's M dims
 // (in the input and the output, not the weight) the row dim is `mb` when there is one: a batch
 // `x` is looped outside it (at x = 1, `x,in,mb` measured 3.4 ms and `mb,in,x` 1.0 ms).
-void Lowerer::pt_operand_rows(const Sdsc& s, std::vector<Tensor>& ts) const {
-  auto find = [&](uint32_t idx) -> Tensor* {
-    for (auto& t : ts)
-      if (t.idx == idx) return &t;
-    return nullptr;
+void pt_operand_rows(const std::vector<std::optional<PtOp>>& pt_ops, std::vector<Tensor>& ts) {
+  auto mark = [&](int k, const std::string& row) {
+    Tensor& t = ts[static_cast<size_t>(k)];
+    if (row.empty() || !t.hbm) return;
+    size_t first = t.dims.size();  // the first layout dim holding more than one unit
+    for (size_t i = 0; i < t.dims.size() && first == t.dims.size(); ++i)
+      if (t.full[i] > 1) first = i;
+    for (size_t i = 0; i < t.dims.size(); ++i)
+      if (t.dims[i] == row && !t.stick[i] && i != first) t.pt_row = static_cast<int>(i);
   };
-  auto mark = [](Tensor* t, const std::string& row) {
-    if (!t || row.empty() || !t->hbm) return;
-    size_t first = t->dims.size();  // the first layout dim holding more than one unit
-    for (size_t i = 0; i < t->dims.size() && first == t->dims.size(); ++i)
-      if (t->full[i] > 1) first = i;
-    for (size_t i = 0; i < t->dims.size(); ++i)
-      if (t->dims[i] == row && !t->stick[i] && i != first) t->pt_row = static_cast<int>(i);
-  };
-  for (const auto& cop : s.compute_ops) {
-    if (cop.ex_unit != bundle::ExUnit::pt || cop.inputs.size() < 2 || cop.outputs.empty()) continue;
-    Tensor* a = find(cop.inputs[0]);
-    Tensor* b = find(cop.inputs[1]);
-    Tensor* c = find(cop.outputs[0]);
-    if (!a || !b || !c) continue;
-    const PtDims pd = pt_dims(s, *a, *b, *c);
-    mark(a, pd.m);
-    mark(b, pd.k);
-    mark(c, pd.m);
+  for (const auto& po : pt_ops) {
+    if (!po || !po->whole()) continue;
+    mark(po->a, po->dims.m);
+    mark(po->b, po->dims.k);
+    mark(po->c, po->dims.m);
   }
 }
 
@@ -633,7 +647,10 @@ bool Lowerer::shuffle(const Sdsc& s, uint64_t exec_index) {
 
 void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t exec_index) {
   if (shuffle(s, exec_index)) return;
-  const std::vector<Tensor> ts = tensors(s);
+  std::vector<Tensor> built = tensors(s);
+  const std::vector<std::optional<PtOp>> pt_ops = pt_ops_of(s, built);
+  pt_operand_rows(pt_ops, built);
+  const std::vector<Tensor> ts = std::move(built);
   const uint64_t SB = m_card.stick_bytes;
 
   // Reduced dims: non-reduced in some input, in no output.
@@ -658,20 +675,6 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       if (ts[k].idx == i) return static_cast<int>(k);
     return -1;
   };
-  // Per compute op: a PT op's input, weight and output (ts indices) and the roles of its dims,
-  // worked out once for the tiling (the batch dims) and the tile loop (the operands' strides).
-  struct PtOp {
-    int a = -1, b = -1, c = -1;
-    PtDims dims;
-  };
-  std::vector<std::optional<PtOp>> pt_ops(s.compute_ops.size());
-  for (size_t ci = 0; ci < s.compute_ops.size(); ++ci) {
-    const auto& cop = s.compute_ops[ci];
-    if (cop.ex_unit != bundle::ExUnit::pt || cop.inputs.size() < 2 || cop.outputs.empty()) continue;
-    PtOp po{find_tensor(cop.inputs[0]), find_tensor(cop.inputs[1]), find_tensor(cop.outputs[0]), {}};
-    if (po.a >= 0 && po.b >= 0 && po.c >= 0) po.dims = pt_dims(s, ts[po.a], ts[po.b], ts[po.c]);
-    pt_ops[ci] = std::move(po);
-  }
   // A batched matmul's batch dims (in both operands and the output, outside the stick): each batch
   // is a matmul of its own, so a tile of one batch wastes nothing on the array.
   std::set<std::string> pt_batch;
