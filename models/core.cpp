@@ -75,6 +75,14 @@ Core::Core(const sc_core::sc_module_name& name, BuildContext& ctx)
                          "request_size bytes; runs shorter than a request fill it with more requests)",
                          Provenance::Estimate,
                          "calibrated: one core's add moves 67-69 GB/s (validation section 7)"}, 1, 1024));
+  m_dma_lone_outstanding = static_cast<uint32_t>(dma.get_int(
+      "lone_outstanding", 1,
+      {"requests each DMA engine keeps in flight for lone sticks (a core's slice whose sticks have no "
+       "neighbour it moves: a batch split over the cores in a batch-inner layout), each fetched on its own",
+       Provenance::Estimate,
+       "the batched matmuls split over the batch (validation section 10): about 200 ns a stick a core, the same "
+       "on 8 and 16 cores (configs/spyre.yaml)"},
+      1, 1024));
   m_ring_outstanding = static_cast<uint32_t>(dma.get_int(
       "ring_outstanding", 2,
       {"LX-to-LX descriptors (a shuffle's runs over the ring) each engine keeps in flight, each retired "
@@ -305,7 +313,7 @@ void Core::dma_piece_begin(const CoreOp& op, DmaProgress& d, double t) const {
   d.n = runs * d.per_run;
   d.i = d.r = d.k = 0;
   d.slot = 0;
-  d.window.assign(dma_slots(d.run), t);
+  d.window.assign(dma_slots(d.run, op.lone_sticks && op.engine == Engine::Load), t);
   d.next_issue = d.last = t;
 }
 
@@ -413,7 +421,7 @@ double Core::run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_
   ext.run_bytes = op.run_bytes && op.run_bytes < op.bytes ? op.run_bytes : 0;
   ext.stride = ext.run_bytes ? op.stride : 0;
   ext.request_bytes = m_dma_request;
-  ext.outstanding = dma_slots(ext.run_bytes);  // outstanding when the stream is one run
+  ext.outstanding = dma_slots(ext.run_bytes, op.lone_sticks && !is_write);  // outstanding when the stream is one run
   ext.issue_ps = m_dma_issue_ps;
   ext.serial_runs = m_dma_serial_runs;
   ext.outer = op.outer.empty() ? nullptr : &op.outer;

@@ -7,6 +7,7 @@
 // DMA keeps a bounded number of requests outstanding (which is what stops one core from
 // saturating device memory), the PT array pays fill and drain per pass, the SFP streams lanes.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
@@ -70,6 +71,8 @@ struct CoreOp {
   // levels enumerate (first level fastest); `bytes` counts one piece. The DMA engine runs the
   // pieces one after the other, each as its own descriptor.
   std::vector<DmaLevel> outer;
+  // Lone sticks (plan::Op::lone_sticks): the engine keeps dma.lone_outstanding requests in flight.
+  bool lone_sticks = false;
   CoreId dst{0};
   // Pt: an (m x k) @ (k x n) product with elements of `bits` bits.
   uint64_t m = 0, k = 0, n = 0;
@@ -166,9 +169,10 @@ class Core : public Component {
   // outstanding x request_size bytes, and a run shorter than a request (a request never crosses a
   // run) is a request of its own, so more of them fit (a 128 B run: request_size / 128 times as
   // many).
-  uint32_t dma_slots(uint64_t run) const {
-    return run && run < m_dma_request ? m_dma_outstanding * static_cast<uint32_t>(m_dma_request / run)
-                                      : m_dma_outstanding;
+  uint32_t dma_slots(uint64_t run, bool lone_sticks = false) const {
+    const uint32_t slots = run && run < m_dma_request ? m_dma_outstanding * static_cast<uint32_t>(m_dma_request / run)
+                                                      : m_dma_outstanding;
+    return lone_sticks ? std::min(slots, m_dma_lone_outstanding) : slots;
   }
 
   uint64_t lx_size() const { return m_lx_size; }
@@ -225,6 +229,7 @@ class Core : public Component {
   uint32_t m_corelets, m_pt_rows, m_pt_cols, m_pt_simd, m_pt_pass_k, m_pt_overhead;
   uint32_t m_sfp_lanes, m_sfp_startup;
   uint32_t m_dma_outstanding;
+  uint32_t m_dma_lone_outstanding;
   uint32_t m_ring_outstanding;
   uint64_t m_dma_request;
   double m_dma_issue_ps;

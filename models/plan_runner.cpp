@@ -57,6 +57,7 @@ void set_dma(CoreOp& c, const plan::Op& op) {
   c.engine = op.kind() == plan::Op::DMA_IN ? Engine::Load : Engine::Store;
   c.addr = op.addr();
   c.bytes = op.bytes();
+  c.lone_sticks = op.lone_sticks();
   const auto& lv = op.levels();
   if (lv.empty()) return;
   uint64_t pieces = 1;
@@ -177,6 +178,7 @@ uint64_t tile_signature(const plan::CoreProgram& cp, uint32_t prev, uint32_t beg
     h = hash_in(h, op.bytes());
     h = hash_in(h, op.run_bytes());
     for (const auto& lv : op.levels()) h = hash_in(hash_in(h, lv.count()), lv.stride());
+    h = hash_in(h, static_cast<uint64_t>(op.lone_sticks()));
     h = hash_in(h, op.m());
     h = hash_in(h, op.k());
     h = hash_in(h, op.n());

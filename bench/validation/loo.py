@@ -32,6 +32,10 @@ KNOBS = [
     # Stop 56: the one-core bmm layout cube's cells with a row-outer input and a row-outer output.
     ("card.core.lx.pt_line_time", ["4ns", "4.5ns", "5ns", "5.5ns", "6ns"], "5ns",
      r"^bmm_b(2|4)_(rrr|rbr|brr)_c1$"),
+    # Stop 57: the batched matmuls split over the batch (section 10), whose cores read lone sticks
+    # (1024: as many as the engine would keep anyway, i.e. no limit).
+    ("card.core.dma.lone_outstanding", ["1", "2", "3", "1024"], "1",
+     r"^(bmmwd|bmm3d2dwd)_b\d+_\d+x\d+x\d+_b([2-9]|\d\d)m"),
     ("card.core.dma.op_latency", ["0ns", "100ns", "150ns", "200ns", "250ns"], "200ns", "."),
     # Not on section 1, whose absolute times no model that respects 6a and 6b can reach (the README).
     ("card.memory.t_frontend", ["55ns", "60ns", "65ns", "70ns", "75ns"], "65ns", "^(?!(ratio_)?softmax_(baseline|stage))"),

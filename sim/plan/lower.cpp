@@ -95,6 +95,10 @@ struct Tensor {
   // inner, direct dims). Each row is wherever its index points, so a block moves as one run per
   // row; 0 for any other tensor.
   uint64_t gather_row = 0;
+  // The core's slice is lone sticks (plan::Op::lone_sticks): walking the layout dims from the
+  // innermost, the first one the cores split leaves one unit a core before any run of two
+  // sticks has formed.
+  bool lone_sticks = false;
   // Per layout dim: the window this tensor is the input of along it (a pooling's), else null.
   std::vector<const bundle::Window*> win;
   bool has(const std::string& d) const {
@@ -228,6 +232,17 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
                                     win->total, win->span(static_cast<int64_t>(max_ext_of(s, d)), s.n_of(win->window_dim))))
                               : max_ext_of(s, d));
       stride *= full;
+    }
+    if (t.hbm) {
+      uint64_t run = 1;  // sticks of the core's slice that lie one after another
+      bool split = false;
+      for (size_t i = 0; i < t.dims.size() && !split; ++i) {
+        if (t.reduced[i]) continue;
+        const uint64_t units = ceil_div(std::max<uint64_t>(1, t.max_ext[i]), t.per[i]);
+        run *= units;
+        split = units < t.full[i];
+      }
+      t.lone_sticks = split && run == 1;
     }
     if (unlike_primary && t.hbm && li) {
       t.move = primary_walk(t, *li);
@@ -461,8 +476,9 @@ Block gathered_block(Block b, uint64_t row) {
   return b;
 }
 
-void set_transfer(Op* o, const Block& b, uint32_t tensor) {
+void set_transfer(Op* o, const Block& b, uint32_t tensor, bool lone_sticks) {
   o->set_addr(b.addr);
+  if (lone_sticks) o->set_lone_sticks(true);
   o->set_bytes(b.bytes);
   o->set_run_bytes(b.run);
   o->set_tensor(tensor);
@@ -1231,7 +1247,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
         for (size_t j = 0; same && j < nt; ++j) same = lp[j] == (has_tile[k][j] ? coord[j] : UINT64_MAX);
         if (!same) {
           auto [o, idx] = add(Op::DMA_IN, in_name[k], tile);
-          set_transfer(o, gathered_block(block_at(k), t.gather_row), t.idx);
+          set_transfer(o, gathered_block(block_at(k), t.gather_row), t.idx, t.lone_sticks);
           // A gather's rows leave once its index is in LX (this tile's, or the last one loaded).
           if (const bundle::IndirectAccess* ia = t.gather_row ? s.indirect_of(t.idx) : nullptr)
             for (size_t q = 0; q < ts.size(); ++q)
@@ -1313,7 +1329,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
             if (same) continue;
           }
           auto [o, idx] = add(Op::DMA_OUT, out_name[k], tile);
-          set_transfer(o, gathered_block(block_at(k), t.gather_row), t.idx);
+          set_transfer(o, gathered_block(block_at(k), t.gather_row), t.idx, t.lone_sticks);
           if (prev >= 0) o->add_deps(static_cast<uint32_t>(prev));
           stores[k].push_back(idx);
         }
@@ -1414,7 +1430,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
             for (size_t i = 0; i < t.dims.size(); ++i) cnt[i] = units(t, i, ext_of(s, core, t.dims[i]));
             Block b;
             make_block(t, alloc_addr(t, core), off, cnt, SB, b);
-            set_transfer(o, gathered_block(b, t.gather_row), t.idx);
+            set_transfer(o, gathered_block(b, t.gather_row), t.idx, t.lone_sticks);
             if (combine >= 0) o->add_deps(static_cast<uint32_t>(combine));
           }
         }
