@@ -177,9 +177,17 @@ void Core::check_lx(uint64_t bytes, const std::string& what) const {
                      std::to_string(m_lx_reserved) + " B reserved)");
 }
 
+namespace {
+// Elements each SIMD lane takes per cycle for operands of `bits` bits (2x for 8-bit, 4x for int4).
+uint64_t pt_ways(int bits) { return bits <= 4 ? 4 : bits <= 8 ? 2 : 1; }
+// Stores of lone sticks are posted: only a load keeps dma.lone_outstanding requests in flight.
+bool reads_lone_sticks(const CoreOp& op) { return op.lone_sticks && op.engine == Engine::Load; }
+}  // namespace
+
+uint64_t Core::pt_block_n(int bits) const { return static_cast<uint64_t>(m_pt_cols) * m_pt_simd * pt_ways(bits); }
+
 double Core::peak_macs_per_ns(int bits) const {
-  const double ways = bits <= 4 ? 4.0 : bits <= 8 ? 2.0 : 1.0;
-  return m_corelets * m_pt_rows * m_pt_cols * m_pt_simd * ways * m_clock_hz / 1e9;
+  return m_corelets * m_pt_rows * m_pt_cols * m_pt_simd * static_cast<double>(pt_ways(bits)) * m_clock_hz / 1e9;
 }
 
 double Core::pt_time_ps(uint64_t m, uint64_t k, uint64_t n, int bits) const {
@@ -187,8 +195,7 @@ double Core::pt_time_ps(uint64_t m, uint64_t k, uint64_t n, int bits) const {
   // Output-stationary: a block of rows x (cols x simd) outputs accumulates over k in passes of
   // pass_depth; each pass pays the systolic skew (rows + cols) and a fixed overhead. The corelets
   // share the output blocks.
-  const uint64_t ways = bits <= 4 ? 4 : bits <= 8 ? 2 : 1;
-  const uint64_t block_n = static_cast<uint64_t>(m_pt_cols) * m_pt_simd * ways;
+  const uint64_t block_n = pt_block_n(bits);
   const uint64_t blocks = ((m + m_pt_rows - 1) / m_pt_rows) * ((n + block_n - 1) / block_n);
   const uint64_t full = k / m_pt_pass_k, rest = k % m_pt_pass_k;
   const uint64_t skew = m_pt_rows + m_pt_cols + m_pt_overhead;
@@ -205,9 +212,8 @@ double Core::pt_feed_ps(uint64_t m, uint64_t k, uint64_t n, int bits, uint32_t a
   // line (those at most a line apart, a_stride / b_stride sticks from one to the next) come in
   // one read, so an operand laid out with its sticks apart (the batch-inner layout, where one
   // batch's next stick is a stick per batch further on) takes a line per stick.
-  const uint64_t ways = bits <= 4 ? 4 : bits <= 8 ? 2 : 1;
-  const uint64_t per_stick = (kStickBytes / 2) * ways;  // elements in a stick (64 fp16)
-  const uint64_t block = static_cast<uint64_t>(m_pt_cols) * m_pt_simd * ways;
+  const uint64_t per_stick = (kStickBytes / 2) * pt_ways(bits);  // elements in a stick (64 fp16)
+  const uint64_t block = pt_block_n(bits);
   const uint64_t line_sticks = m_lx_line / kStickBytes;
   auto per_line = [&](uint32_t stride) {
     return static_cast<double>(std::max<uint64_t>(1, line_sticks / std::max<uint32_t>(stride, 1)));
@@ -313,7 +319,7 @@ void Core::dma_piece_begin(const CoreOp& op, DmaProgress& d, double t) const {
   d.n = runs * d.per_run;
   d.i = d.r = d.k = 0;
   d.slot = 0;
-  d.window.assign(dma_slots(d.run, op.lone_sticks && op.engine == Engine::Load), t);
+  d.window.assign(dma_slots(d.run, reads_lone_sticks(op)), t);
   d.next_issue = d.last = t;
 }
 
@@ -421,7 +427,7 @@ double Core::run_dma_stream(const CoreOp& op, bool is_write, double t, tlm::tlm_
   ext.run_bytes = op.run_bytes && op.run_bytes < op.bytes ? op.run_bytes : 0;
   ext.stride = ext.run_bytes ? op.stride : 0;
   ext.request_bytes = m_dma_request;
-  ext.outstanding = dma_slots(ext.run_bytes, op.lone_sticks && !is_write);  // outstanding when the stream is one run
+  ext.outstanding = dma_slots(ext.run_bytes, reads_lone_sticks(op));  // outstanding when the stream is one run
   ext.issue_ps = m_dma_issue_ps;
   ext.serial_runs = m_dma_serial_runs;
   ext.outer = op.outer.empty() ? nullptr : &op.outer;

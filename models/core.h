@@ -157,6 +157,9 @@ class Core : public Component {
   // Time the PT array's operand feed takes to read the op's sticks from LX (whole lines of
   // lx.pt_line each lx.pt_line_time); the op takes the longer of this and pt_time_ps.
   double pt_feed_ps(uint64_t m, uint64_t k, uint64_t n, int bits, uint32_t a_stride, uint32_t b_stride) const;
+  // Output columns one PT block covers for `bits`-bit operands (cols x simd, x2 for 8-bit, x4 for
+  // int4): both the array's blocks and how often the feed reads an input stick.
+  uint64_t pt_block_n(int bits) const;
   double sfp_time_ps(uint64_t elements, double cycles_per_element) const;
   double peak_macs_per_ns(int bits = 16) const;
   double clock_hz() const { return m_clock_hz; }

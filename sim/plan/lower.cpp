@@ -108,6 +108,20 @@ struct Tensor {
   }
 };
 
+// Units (sticks along a stick dim, elements along any other; 1 along a reduced one) of tensor t's
+// layout dim i for an extent of `ext` elements.
+uint64_t units(const Tensor& t, size_t i, uint64_t ext) {
+  if (t.reduced[i]) return 1;
+  return ceil_div(ext, t.per[i]);
+}
+
+// The index in `ts` of the tensor with labeledDs_ index `idx`, or -1.
+int find_tensor(const std::vector<Tensor>& ts, uint32_t idx) {
+  for (size_t k = 0; k < ts.size(); ++k)
+    if (ts[k].idx == idx) return static_cast<int>(k);
+  return -1;
+}
+
 struct DimTile {
   std::string dim;
   uint64_t gran = 1;   // elements per tile step (a stick for a stick dimension)
@@ -238,9 +252,9 @@ std::vector<Tensor> Lowerer::tensors(const Sdsc& s) const {
       bool split = false;
       for (size_t i = 0; i < t.dims.size() && !split; ++i) {
         if (t.reduced[i]) continue;
-        const uint64_t units = ceil_div(std::max<uint64_t>(1, t.max_ext[i]), t.per[i]);
-        run *= units;
-        split = units < t.full[i];
+        const uint64_t u = std::max<uint64_t>(1, units(t, i, t.max_ext[i]));
+        run *= u;
+        split = u < t.full[i];
       }
       t.lone_sticks = split && run == 1;
     }
@@ -278,7 +292,7 @@ uint32_t feed_stride(const Tensor& t, const std::string& row) {
   auto inside = [&](size_t end) {
     uint64_t n = 1;
     for (size_t i = 0; i < end && i < t.dims.size(); ++i)
-      if (!t.reduced[i]) n *= std::max<uint64_t>(1, ceil_div(t.max_ext[i], t.per[i]));
+      n *= std::max<uint64_t>(1, units(t, i, t.max_ext[i]));
     return n;
   };
   // An operand with neither (every dim reduced, or the row dim absent with no stick dim left):
@@ -323,16 +337,11 @@ struct PtOp {
   bool whole() const { return a >= 0 && b >= 0 && c >= 0; }
 };
 std::vector<std::optional<PtOp>> pt_ops_of(const Sdsc& s, const std::vector<Tensor>& ts) {
-  auto find_tensor = [&](uint32_t i) -> int {
-    for (size_t k = 0; k < ts.size(); ++k)
-      if (ts[k].idx == i) return static_cast<int>(k);
-    return -1;
-  };
   std::vector<std::optional<PtOp>> ops(s.compute_ops.size());
   for (size_t ci = 0; ci < s.compute_ops.size(); ++ci) {
     const auto& cop = s.compute_ops[ci];
     if (cop.ex_unit != bundle::ExUnit::pt || cop.inputs.size() < 2 || cop.outputs.empty()) continue;
-    PtOp po{find_tensor(cop.inputs[0]), find_tensor(cop.inputs[1]), find_tensor(cop.outputs[0]), {}};
+    PtOp po{find_tensor(ts, cop.inputs[0]), find_tensor(ts, cop.inputs[1]), find_tensor(ts, cop.outputs[0]), {}};
     if (po.whole()) po.dims = pt_dims(s, ts[po.a], ts[po.b], ts[po.c]);
     ops[ci] = std::move(po);
   }
@@ -686,11 +695,6 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
   bool uses_pt = false;
   for (const auto& cop : s.compute_ops)
     if (cop.ex_unit == bundle::ExUnit::pt || cop.ex_unit == bundle::ExUnit::pe) uses_pt = true;
-  auto find_tensor = [&](uint32_t i) -> int {
-    for (size_t k = 0; k < ts.size(); ++k)
-      if (ts[k].idx == i) return static_cast<int>(k);
-    return -1;
-  };
   // A batched matmul's batch dims (in both operands and the output, outside the stick): each batch
   // is a matmul of its own, so a tile of one batch wastes nothing on the array.
   std::set<std::string> pt_batch;
@@ -735,11 +739,6 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     for (const auto& dt : tiles)
       if (dt.dim == d) return &dt;
     return nullptr;
-  };
-  // Per-dim count of a tensor for an extent in elements.
-  auto units = [](const Tensor& t, size_t i, uint64_t ext) -> uint64_t {
-    if (t.reduced[i]) return 1;
-    return ceil_div(ext, t.per[i]);
   };
   // Units of tensor t along layout dim i in its largest block with the current tiling, or in its
   // whole per-core share (`whole`: no tiling).
@@ -1104,9 +1103,9 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
     const auto& cop = s.compute_ops[ci];
     CopPlan cp;
     for (uint32_t i : cop.inputs)
-      if (int k = find_tensor(i); k >= 0) cp.ins.push_back(k);
+      if (int k = find_tensor(ts, i); k >= 0) cp.ins.push_back(k);
     for (uint32_t i : cop.outputs)
-      if (int k = find_tensor(i); k >= 0) cp.outs.push_back(k);
+      if (int k = find_tensor(ts, i); k >= 0) cp.outs.push_back(k);
     cp.pt = pt_ops[ci].has_value();
     if (cp.pt) {
       const int a = pt_ops[ci]->a, b = pt_ops[ci]->b, c = pt_ops[ci]->c;
@@ -1121,7 +1120,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       }
       const uint32_t bits = bundle::data_format_bits(cop.data_format);
       cp.bits = bits ? bits : 16;
-      if (a >= 0 && b >= 0 && c >= 0) {
+      if (pt_ops[ci]->whole()) {
         const PtDims& pd = pt_ops[ci]->dims;
         cp.a_stride = feed_stride(ts[a], pd.m);
         cp.b_stride = feed_stride(ts[b], pd.k);
