@@ -117,8 +117,8 @@ CliResult cli(const std::vector<std::string>& args) {
 }
 
 // `vspyre run FIXTURE --json --no-data -p P...` (one simulation per process): its output, the run
-// required to succeed.
-std::string run_json(const char* fixture, const std::vector<std::string>& params = {}) {
+// required to succeed. FIXTURE: a name in tests/fixtures/bundles, or an absolute path.
+std::string run_json(const fs::path& fixture, const std::vector<std::string>& params = {}) {
   std::vector<std::string> args = {"run", (k_fixtures / fixture).string(), "--json", "--no-data"};
   for (const auto& p : params) {
     args.push_back("-p");
@@ -130,7 +130,7 @@ std::string run_json(const char* fixture, const std::vector<std::string>& params
 }
 
 // The same run's kernel time, us.
-double kernel_us(const char* fixture, const std::vector<std::string>& params = {}) {
+double kernel_us(const fs::path& fixture, const std::vector<std::string>& params = {}) {
   return nlohmann::json::parse(run_json(fixture, params))["kernel_time_us"].get<double>();
 }
 
@@ -719,27 +719,17 @@ TEST_CASE("run: a core's slice of lone sticks is read a stick in flight at a tim
   CHECK(core.dma_slots(128, false) == core.dma_outstanding() * (core.dma_request_bytes() / 128));
   // Reads of lone sticks wait a round trip each, in both DMA models; the request model lands
   // within 25 % of the card.
-  auto us = [](const fs::path& dir, const std::vector<std::string>& params) {
-    std::vector<std::string> args = {"run", dir.string(), "--json", "--no-data"};
-    for (const auto& p : params) {
-      args.push_back("-p");
-      args.push_back(p);
-    }
-    const auto r = cli(args);
-    REQUIRE(r.code == 0);
-    return nlohmann::json::parse(r.out)["kernel_time_us"].get<double>();
-  };
-  const double one = us(split, {}), unlimited = us(split, {"card.core.dma.lone_outstanding=1024"});
+  const double one = kernel_us(split), unlimited = kernel_us(split, {"card.core.dma.lone_outstanding=1024"});
   CHECK(one > 2.5 * unlimited);
   CHECK(one == Approx(7386.0).epsilon(0.25));
   const std::vector<std::string> flow{"card.core.dma.model=flow"};
-  CHECK(us(split, flow) > 2.5 * us(split, {"card.core.dma.model=flow", "card.core.dma.lone_outstanding=1024"}));
+  CHECK(kernel_us(split, flow) > 2.5 * kernel_us(split, {"card.core.dma.model=flow", "card.core.dma.lone_outstanding=1024"}));
   // Stores of lone sticks are posted: cat([x, x], dim=0) of [16384,8192] on 16 cores, as captured
   // (a dim of 4 right outside the output's stick split four ways), stores lone sticks and takes the
   // same time whatever lone_outstanding.
   CHECK(lone(cat, plan::Op::DMA_OUT).first > 0);
   CHECK(lone(cat, plan::Op::DMA_IN).first == 0);
-  CHECK(us(cat, {}) == us(cat, {"card.core.dma.lone_outstanding=1024"}));
+  CHECK(kernel_us(cat) == kernel_us(cat, {"card.core.dma.lone_outstanding=1024"}));
 }
 
 TEST_CASE("run: more cores are not slower for a large elementwise op", "[run]") {
