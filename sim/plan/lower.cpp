@@ -82,6 +82,12 @@ struct Tensor {
   // A PT operand whose row dim is not the first layout dim right outside the stick: that dim's
   // layout index, else -1. Its blocks move stick by stick, row dim innermost (pt_operand_rows()).
   int pt_row = -1;
+  // Such an operand that is the op's input, with a second M dim (one the weight lacks) as the
+  // first layout dim right outside the stick: that dim's layout index, else -1. The array's rows
+  // are then that dim and the row dim together (a 3-D input's batch folded into M: `x` of
+  // [M][K/64][B][64] against a 2-D weight), and a stick column moves in runs of that dim's sticks,
+  // the row dim next (pt_operand_rows()).
+  int pt_run = -1;
   // An SFP operand whose HBM layout orders its dims unlike its role's primary layout (the order
   // the SFP streams the op in, and so the order of its LX image): the layout dims in the order
   // the DMA walks them, innermost first (primary_walk()). Empty: the layout order.
@@ -359,22 +365,40 @@ std::vector<std::optional<PtOp>> pt_ops_of(const Sdsc& s, const std::vector<Tens
 // those layouts on 32 cores; at one core a row-outer input costs up to 1.7x). Of the op's M dims
 // (in the input and the output, not the weight) the row dim is `mb` when there is one: a batch
 // `x` is looped outside it (at x = 1, `x,in,mb` measured 3.4 ms and `mb,in,x` 1.0 ms).
+// An x that is no batch (the weight lacks it: `torch.matmul` of [B,M,K] by a 2-D weight) is part
+// of the input's rows, and when it is the dim right outside the stick a stick column's rows lie
+// in runs of its sticks: the input moves in those runs, `mb` next (Tensor::pt_run). Evidence:
+// validation section 10's shared-weight matmuls split 4 x 8 (+44 to +104 % stick by stick, -45
+// to +61 % so). The output, laid out the same, stays stick by stick: moving it so too made
+// section 2's default-layout rows 2.3 points worse and the table 0.06 (bench/validation/README.md,
+// stop 58).
 void pt_operand_rows(const std::vector<std::optional<PtOp>>& pt_ops, std::vector<Tensor>& ts) {
   auto mark = [&](int k, const std::string& row) {
     Tensor& t = ts[static_cast<size_t>(k)];
-    if (row.empty() || !t.hbm) return;
+    if (row.empty() || !t.hbm) return size_t{t.dims.size()};
     size_t first = t.dims.size();  // the first layout dim holding more than one unit
     for (size_t i = 0; i < t.dims.size() && first == t.dims.size(); ++i)
       if (t.full[i] > 1) first = i;
     for (size_t i = 0; i < t.dims.size(); ++i)
       if (t.dims[i] == row && !t.stick[i] && i != first) t.pt_row = static_cast<int>(i);
+    return first;
   };
   for (const auto& po : pt_ops) {
     if (!po || !po->whole()) continue;
-    mark(po->a, po->dims.m);
+    const size_t first = mark(po->a, po->dims.m);
     mark(po->b, po->dims.k);
     mark(po->c, po->dims.m);
+    Tensor& a = ts[static_cast<size_t>(po->a)];
+    if (a.pt_row >= 0 && first < a.dims.size() && !a.stick[first] && ts[static_cast<size_t>(po->c)].has(a.dims[first]) &&
+        !ts[static_cast<size_t>(po->b)].has(a.dims[first]))
+      a.pt_run = static_cast<int>(first);
   }
+}
+
+// The layout dim (Tensor::pt_run) whose sticks lengthen the runs of a PT operand moved stick by
+// stick, when it lies right outside the stick; else -1.
+int pt_run_dim(const Tensor& t, uint64_t stick_bytes) {
+  return t.pt_row >= 0 && t.pt_run >= 0 && t.stride[static_cast<size_t>(t.pt_run)] == stick_bytes ? t.pt_run : -1;
 }
 
 uint64_t Lowerer::ext_of(const Sdsc& s, uint32_t core, const std::string& d) const {
@@ -416,6 +440,7 @@ uint64_t leading_run(const Tensor& t, uint64_t stick_bytes, Cnt&& cnt, size_t* n
   size_t i = 0;
   if (t.pt_row >= 0 || (t.stick_runs && !span)) {  // moved stick by stick: every stick is a run
     if (next) *next = 0;
+    if (const int d = pt_run_dim(t, stick_bytes); d >= 0) run *= cnt(static_cast<size_t>(d));  // or a run of them
     return run;
   }
   // Along the walk order, while the dims chain contiguously (in the layout order they always do).
@@ -437,8 +462,9 @@ uint64_t leading_run(const Tensor& t, uint64_t stick_bytes, Cnt&& cnt, size_t* n
 uint64_t block_byte_count(const Tensor& t, const std::vector<uint64_t>& cnt, uint64_t stick_bytes) {
   size_t i = 0;
   uint64_t bytes = leading_run(t, stick_bytes, [&](size_t d) { return cnt[d]; }, &i);
+  const int in_run = pt_run_dim(t, stick_bytes);
   for (; i < t.dims.size(); ++i)
-    if (cnt[walk_dim(t, i)] > 1) bytes *= cnt[walk_dim(t, i)];
+    if (cnt[walk_dim(t, i)] > 1 && static_cast<int>(walk_dim(t, i)) != in_run) bytes *= cnt[walk_dim(t, i)];
   return bytes;
 }
 
@@ -461,11 +487,13 @@ void make_block(const Tensor& t, uint64_t base, const std::vector<uint64_t>& off
     else
       b.levels.emplace_back(cnt[d], t.stride[d]);
   };
-  // A PT operand moved in the array's order (Tensor::pt_row): its row dim first, then the rest.
+  // A PT operand moved in the array's order (Tensor::pt_row): its row dim first, then the rest
+  // (but a dim already in the run, Tensor::pt_run).
   const size_t row = t.pt_row >= 0 ? static_cast<size_t>(t.pt_row) : t.dims.size();
+  const int in_run = pt_run_dim(t, stick_bytes);
   if (row < t.dims.size()) level(row);
   for (; i < t.dims.size(); ++i)
-    if (walk_dim(t, i) != row) level(walk_dim(t, i));
+    if (walk_dim(t, i) != row && static_cast<int>(walk_dim(t, i)) != in_run) level(walk_dim(t, i));
   // A single run covering everything: no levels needed (unless the sticks move one by one, or a
   // stretch of the innermost dim at a time).
   if (b.levels.size() == 1 && b.levels[0].second == run && !t.stick_runs && !t.inner_runs) {
