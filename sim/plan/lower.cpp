@@ -368,7 +368,7 @@ std::vector<std::optional<PtOp>> pt_ops_of(const Sdsc& s, const std::vector<Tens
 // An x that is no batch (the weight lacks it: `torch.matmul` of [B,M,K] by a 2-D weight) is part
 // of the input's rows, and when it is the dim right outside the stick a stick column's rows lie
 // in runs of its sticks: the input moves in those runs, `mb` next (Tensor::pt_run). Evidence:
-// validation section 10's shared-weight matmuls split 4 x 8 (+44 to +104 % stick by stick, -45
+// validation section 10's shared-weight matmuls split 4 x 8 (+44 to +104 % stick by stick, -30
 // to +61 % so). The output, laid out the same, stays stick by stick: moving it so too made
 // section 2's default-layout rows 2.3 points worse and the table 0.06 (bench/validation/README.md,
 // stop 58).
