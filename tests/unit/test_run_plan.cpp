@@ -142,6 +142,34 @@ size_t count_kind(const plan::Plan& p, plan::Op::Kind k) {
   return n;
 }
 
+// Per DMA'd tensor name ("Tensor0 in", ...) of a fixture's plan: the shortest run (a whole op's
+// bytes when it is one run) and its op's first level's stride, whether every op of that name has
+// the same run and stride, and the bytes the ops move in all.
+struct DmaShape {
+  uint64_t run = 0, stride = 0;
+  bool uniform = true;
+  uint64_t bytes = 0;
+};
+std::map<std::string, DmaShape> dma_shapes(Card& card, const fs::path& dir) {
+  std::map<std::string, DmaShape> m;
+  const plan::Plan p = lower_dir(card, dir);
+  for (const auto& st : p.stages())
+    for (const auto& c : st.cores())
+      for (const auto& op : c.ops()) {
+        if (op.kind() != plan::Op::DMA_IN && op.kind() != plan::Op::DMA_OUT) continue;
+        const uint64_t run = op.run_bytes() ? op.run_bytes() : op.bytes();
+        const uint64_t stride = op.levels_size() ? op.levels(0).stride() : 0;
+        auto [it, fresh] = m.try_emplace(op.name(), DmaShape{run, stride, true, 0});
+        DmaShape& d = it->second;
+        if (!fresh) {
+          d.uniform = d.uniform && run == d.run && stride == d.stride;
+          if (run < d.run) d.run = run, d.stride = stride;
+        }
+        d.bytes += op.bytes();
+      }
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("run: every spyrecli bundle lowers and runs in a plausible time", "[run]") {
@@ -447,36 +475,21 @@ TEST_CASE("run: a PT operand whose rows are not right outside the stick moves st
   auto sim = make_card();
   Card& card = sim->top_as<Card>();
   const uint64_t SB = plan_card_params(card).stick_bytes;
-  // Per tensor name ("Tensor0 in", ...): the shortest run and the first level's stride.
-  auto runs = [&](const char* fixture) {
-    std::map<std::string, std::pair<uint64_t, uint64_t>> m;
-    const plan::Plan p = lower_dir(card, k_fixtures / fixture);
-    for (const auto& st : p.stages())
-      for (const auto& c : st.cores())
-        for (const auto& op : c.ops()) {
-          if (op.kind() != plan::Op::DMA_IN && op.kind() != plan::Op::DMA_OUT) continue;
-          const uint64_t run = op.run_bytes() ? op.run_bytes() : op.bytes();
-          auto it = m.find(op.name());
-          if (it == m.end() || run < it->second.first)
-            m[op.name()] = {run, op.levels_size() ? op.levels(0).stride() : 0};
-        }
-    return m;
-  };
-  const auto row = runs("bmm_b2_1024x2048x1024_rbr_c1");    // A row-outer, B batch-outer, C row-outer
-  const auto batch = runs("bmm_b2_1024x2048x1024_brb_c1");  // A batch-outer, B row-outer, C batch-outer
+  const auto row = dma_shapes(card, k_fixtures / "bmm_b2_1024x2048x1024_rbr_c1");    // A row-outer, B batch-outer, C row-outer
+  const auto batch = dma_shapes(card, k_fixtures / "bmm_b2_1024x2048x1024_brb_c1");  // A batch-outer, B row-outer, C batch-outer
   REQUIRE(row.count("Tensor0 in"));
   REQUIRE(batch.count("Tensor0 in"));
-  CHECK(row.at("Tensor0 in").first == SB);
-  CHECK(row.at("Tensor0 in").second == (2048 / 64) * 2 * SB);  // one row on: K/64 x B sticks
-  CHECK(row.at("Tensor2 out").first == SB);
-  CHECK(row.at("Tensor1 in").first > SB);
-  CHECK(batch.at("Tensor0 in").first > SB);
-  CHECK(batch.at("Tensor2 out").first > SB);
-  CHECK(batch.at("Tensor1 in").first == SB);  // row-outer B: its K rows are B sticks apart
-  CHECK(batch.at("Tensor1 in").second == (1024 / 64) * 2 * SB);
-  for (const auto& [name, r] : runs("mm_2048x512x2048_c1")) {
+  CHECK(row.at("Tensor0 in").run == SB);
+  CHECK(row.at("Tensor0 in").stride == (2048 / 64) * 2 * SB);  // one row on: K/64 x B sticks
+  CHECK(row.at("Tensor2 out").run == SB);
+  CHECK(row.at("Tensor1 in").run > SB);
+  CHECK(batch.at("Tensor0 in").run > SB);
+  CHECK(batch.at("Tensor2 out").run > SB);
+  CHECK(batch.at("Tensor1 in").run == SB);  // row-outer B: its K rows are B sticks apart
+  CHECK(batch.at("Tensor1 in").stride == (1024 / 64) * 2 * SB);
+  for (const auto& [name, r] : dma_shapes(card, k_fixtures / "mm_2048x512x2048_c1")) {
     INFO(name);
-    CHECK(r.first > SB);
+    CHECK(r.run > SB);
   }
 }
 
@@ -494,35 +507,22 @@ TEST_CASE("run: a 3-D input's batch folded into M moves in runs of its sticks, t
   auto sim = make_card();
   Card& card = sim->top_as<Card>();
   const uint64_t SB = plan_card_params(card).stick_bytes;
-  // Per tensor name: every DMA op's run and first level's stride (one value each, or 0 if they vary).
-  auto runs = [&](const fs::path& dir) {
-    std::map<std::string, std::pair<uint64_t, uint64_t>> m;
-    uint64_t bytes = 0;
-    const plan::Plan p = lower_dir(card, dir);
-    for (const auto& st : p.stages())
-      for (const auto& c : st.cores())
-        for (const auto& op : c.ops()) {
-          if (op.kind() != plan::Op::DMA_IN && op.kind() != plan::Op::DMA_OUT) continue;
-          const std::pair<uint64_t, uint64_t> r{op.run_bytes() ? op.run_bytes() : op.bytes(),
-                                                op.levels_size() ? op.levels(0).stride() : 0};
-          auto [it, fresh] = m.emplace(op.name(), r);
-          if (!fresh && it->second != r) it->second = {0, 0};
-          if (op.name() == "Tensor0 in") bytes += op.bytes();
-        }
-    m["bytes"] = {bytes, 0};
-    return m;
-  };
-  const auto s = runs(shared), b = runs(batched);
-  REQUIRE(s.count("Tensor0 in"));
-  REQUIRE(b.count("Tensor0 in"));
-  CHECK(s.at("Tensor0 in").first == 4 * SB);                    // B sticks
-  CHECK(s.at("Tensor0 in").second == (2048 / 64) * 4 * SB);     // then the next row of mb
-  CHECK(s.at("Tensor2 out").first == SB);
-  CHECK(b.at("Tensor0 in").first == SB);
-  CHECK(b.at("Tensor0 in").second == (2048 / 64) * 4 * SB);
-  CHECK(b.at("Tensor2 out").first == SB);
+  // Every op of a tensor moves it the same way.
+  const auto s = dma_shapes(card, shared), b = dma_shapes(card, batched);
+  for (const auto* m : {&s, &b})
+    for (const char* name : {"Tensor0 in", "Tensor2 out"}) {
+      INFO(name);
+      REQUIRE(m->count(name));
+      CHECK(m->at(name).uniform);
+    }
+  CHECK(s.at("Tensor0 in").run == 4 * SB);                     // B sticks
+  CHECK(s.at("Tensor0 in").stride == (2048 / 64) * 4 * SB);    // then the next row of mb
+  CHECK(s.at("Tensor2 out").run == SB);
+  CHECK(b.at("Tensor0 in").run == SB);
+  CHECK(b.at("Tensor0 in").stride == (2048 / 64) * 4 * SB);
+  CHECK(b.at("Tensor2 out").run == SB);
   // Every byte of the input still moves, once per tile that needs it.
-  CHECK(s.at("bytes").first == uint64_t(4) * 1024 * 2048 * 2 * 8);  // each row block read by the 8 cores of its N
+  CHECK(s.at("Tensor0 in").bytes == uint64_t(4) * 1024 * 2048 * 2 * 8);  // each row block read by the 8 cores of its N
   // From the model: within 25 % of the card (it was +103 % with the input stick by stick).
   CHECK(kernel_us(shared) == Approx(488.8).epsilon(0.25));
 }
