@@ -93,6 +93,11 @@ Lpddr5::Lpddr5(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_t.coalesce_window = ns("coalesce_window", "5us",
                            "identical reads arriving within this window are served once (0 = never)",
                            "controller estimate (configs/spyre.yaml)");
+  m_t.coalesce_fanout = static_cast<uint32_t>(
+      p.get_int("coalesce_fanout", 8,
+                {"most requesters one coalesced device-memory read is delivered to; the next one reads again (0 = any number)",
+                 Provenance::Measured, "torch-spyre work_division.py _COHORT_LIMIT (configs/spyre.yaml)"},
+                0, 1 << 20));
   m_t.mix_window = ns("mix_window", "10us",
                       "flow DMA model: the window over which the read/write mix that sets the turnarounds is averaged",
                       "model setting");
@@ -537,7 +542,8 @@ double Lpddr5::access(uint64_t addr, uint64_t bytes, bool is_write, double t_ps,
       m_recent.erase(key);
     } else if (Recent* it = m_recent.find(key); it && it->addr == addr && it->bytes == bytes &&
                                                  std::abs(t - it->issued) <= m_t.coalesce_window &&
-                                                 other_requester(it->src, requester(src))) {
+                                                 other_requester(it->src, requester(src)) && fanout_left(it->copies)) {
+      ++it->copies;
       ++m_coalesced;
       m_bytes_coalesced += static_cast<double>(bytes);
       // The copy rides with the first delivery past every core on the ring's side it went to:
@@ -789,7 +795,7 @@ double Lpddr5::stream(const TransferExt& x, uint64_t addr, bool is_write, double
       m_flow_recent.erase(key);
     } else if (FlowRecent* it = m_flow_recent.find(key);
                it && it->addr == addr && it->bytes == bytes && it->run == run && it->stride == stride &&
-               other_requester(it->src, requester(&x))) {
+               other_requester(it->src, requester(&x)) && fanout_left(it->copies)) {
       const double gap = t_arrive - it->issued;
       if (std::abs(gap) <= m_t.coalesce_window || (gap > 0 && t_arrive < it->done))
         return coalesced_stream(x, *it, bytes, req, requests, t_arrive);
@@ -1018,6 +1024,7 @@ double Lpddr5::coalesced_stream(const TransferExt& x, FlowRecent& leader, uint64
   const double ready = t + m_t.t_rl;
   double finish = std::max(leader.done, ready + static_cast<double>(bytes) / rate_bytes + m_t.t_frontend);
   copy_across(port_of(&x), leader.ports, bytes, requests, t, port_pace(rate_bytes, bytes, requests), finish);
+  ++leader.copies;
   ++m_coalesced;
   m_bytes_coalesced += static_cast<double>(bytes);
   m_reads += static_cast<double>(requests);

@@ -45,6 +45,7 @@ struct Lpddr5Timing {
   double bin = 0;               // calendar bin length
   double history = 0;           // how long the calendar keeps past bins
   double coalesce_window = 0;   // identical reads within this window are served once
+  uint32_t coalesce_fanout = 0; // most requesters one read is delivered to (0: any number)
   double mix_window = 0;        // flow model: averaging window of the read/write mix
   // Refresh: false (`windows`), each channel's all-bank refresh at fixed times (staggered by
   // channel): its bins lose those windows and every bank's rows close at them. true (`spread`):
@@ -237,8 +238,9 @@ class Lpddr5 : public Component {
   int64_t m_pruned_to = INT64_MIN;
   // The reads that can still be coalesced: what was read, by whom (-1: no requester known), when
   // it was issued and when its data was delivered.
-  // `ports`: the ports its data has crossed (bit i: port i), each once.
-  struct FlowRecent { uint64_t addr = 0, bytes = 0, run = 0, stride = 0; double issued = 0, done = 0; int64_t src = -1; uint64_t ports = 0; };
+  // `ports`: the ports its data has crossed (bit i: port i), each once; `copies`: the requesters
+  // it has served, its own included (at most coalesce_fanout).
+  struct FlowRecent { uint64_t addr = 0, bytes = 0, run = 0, stride = 0; double issued = 0, done = 0; int64_t src = -1; uint64_t ports = 0; uint32_t copies = 1; };
   // Kept (RecentTable) for m_flow_span after issue: history + coalesce_window, or the longest
   // stream's time so far + coalesce_window, so that a read in flight can be joined until it is
   // done (the span only grows: an entry is never dropped by a later insertion's shorter span).
@@ -288,7 +290,9 @@ class Lpddr5 : public Component {
   Scalar& m_bytes_written;
   Scalar& m_coalesced;
   Scalar& m_bytes_coalesced;
-  struct Recent { uint64_t addr = 0, bytes = 0; double issued = 0, done = 0; int64_t src = -1; uint64_t ports = 0; };
+  struct Recent { uint64_t addr = 0, bytes = 0; double issued = 0, done = 0; int64_t src = -1; uint64_t ports = 0; uint32_t copies = 1; };
+  // Whether a read `copies` requesters already take can be delivered to one more.
+  bool fanout_left(uint32_t copies) const { return m_t.coalesce_fanout == 0 || copies < m_t.coalesce_fanout; }
   // A port's bit in Recent::ports; none for no port, and none for ports past the 63rd, so that
   // their copies cross every time.
   uint64_t port_bit(const Port* p) const {

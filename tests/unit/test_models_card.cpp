@@ -229,6 +229,30 @@ TEST_CASE("models: LPDDR5 coalesces a read with another core's, never with the s
   CHECK(mem.stats().get("bytes_read") == Approx(8192 + 2 * 65536));
 }
 
+TEST_CASE("models: a coalesced read serves at most coalesce_fanout cores and the next one reads again", "[models]") {
+  // Ten cores ask for the same data within the window. With the default card's fan-out of 8, core
+  // 0's read serves cores 1-7; core 8 reads again and core 9 rides with it: two device-memory
+  // reads. With no limit (0), one. Request model (access) and flow model (stream).
+  for (const int fanout : {8, 0}) {
+    CAPTURE(fanout);
+    auto sim = fanout == 8 ? make_card() : make_card("configs/spyre.yaml", {"card.memory.coalesce_fanout=0"});
+    Lpddr5& mem = sim->top_as<Card>().memory();
+    REQUIRE(mem.timing().coalesce_fanout == static_cast<uint32_t>(fanout));
+    std::vector<TransferExt> x(10);
+    for (size_t i = 0; i < x.size(); ++i) x[i].src = static_cast<CoreId>(i);
+    const double t0 = 2e6;
+    for (size_t i = 0; i < x.size(); ++i) mem.access(1 << 20, 4096, false, t0 + 10e3 * static_cast<double>(i), &x[i]);
+    const double reads = fanout == 8 ? 2 : 1;
+    CHECK(mem.stats().get("bytes_read") == Approx(reads * 4096));
+    CHECK(mem.stats().get("coalesced_reads") == Approx(10 - reads));
+
+    for (auto& e : x) as_streams({&e});
+    for (size_t i = 0; i < x.size(); ++i) mem.stream(x[i], 8 << 20, false, t0 + 300e3 + 10e3 * static_cast<double>(i));
+    CHECK(mem.stats().get("bytes_read") == Approx(reads * (4096 + 65536)));
+    CHECK(mem.stats().get("coalesced_reads") == Approx(2 * (10 - reads)));
+  }
+}
+
 TEST_CASE("models: a coalesced read crosses each requester's memory port once", "[models]") {
   // Cores 0 and 1 share port 0, core 16 is behind port 1: core 1's copy rides with core 0's
   // delivery, core 16's must cross port 1 (once: a second core there rides with it). Request
