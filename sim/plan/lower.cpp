@@ -1368,11 +1368,15 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
       set_tile(coord);
       for (size_t k = 0; k < ts.size(); ++k)
         if (ts[k].is_output) {
-          b += block_size(k);
-          // Its whole per-core extent (not the first tile's).
+          // Its whole per-core extent (not the first tile's): the partial sums of every tile.
           uint64_t el = 1;
+          std::vector<uint64_t> whole(ts[k].dims.size(), 1);
           for (size_t i = 0; i < ts[k].dims.size(); ++i)
-            if (!ts[k].reduced[i]) el *= dim_ext[k][i];
+            if (!ts[k].reduced[i]) {
+              el *= dim_ext[k][i];
+              whole[i] = units(ts[k], i, dim_ext[k][i]);
+            }
+          b += block_byte_count(ts[k], whole, SB);
           e = std::max(e, el);
         }
       partial_bytes[core] = b;

@@ -527,6 +527,32 @@ TEST_CASE("run: a 3-D input's batch folded into M moves in runs of its sticks, t
   CHECK(kernel_us(shared) == Approx(488.8).epsilon(0.25));
 }
 
+TEST_CASE("run: a K split sends each core's whole partial sums over the ring, not its first tile's", "[run]") {
+  // 2048^3 split 2 x 2 x 2 (K in two) on 8 cores (validation section 10): each core's partial
+  // output is 1024 x 1024 fp16, 2 MiB, tiled in LX; the second core of each K pair sends all of
+  // it to the first, which combines every element. (Until stop 59 the send carried the first
+  // tile's 512 KiB.)
+  const fs::path dir = k_sweep_captured / "mmwd_2048x2048x2048_m2n2k2_c8";
+  RUN_REQUIRE_DIR(dir);
+  auto sim = make_card();
+  const plan::Plan p = lower_dir(sim->top_as<Card>(), dir);
+  int sends = 0, combines = 0;
+  for (const auto& st : p.stages())
+    for (const auto& c : st.cores())
+      for (const auto& op : c.ops()) {
+        if (op.kind() == plan::Op::RING_SEND) {
+          ++sends;
+          CHECK(op.bytes() == uint64_t(1024) * 1024 * 2);
+        }
+        if (op.kind() == plan::Op::COMBINE) {
+          ++combines;
+          CHECK(op.elements() == uint64_t(1024) * 1024);
+        }
+      }
+  CHECK(sends == 4);
+  CHECK(combines == 4);
+}
+
 TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike the primary layout moves", "[run]") {
   // The real compiler's torch.cat([x, x], dim=0) of 2048x2048 on 32 cores: primary layout
   // [x, out, mb] (rows innermost), output [mb, out, x] (the copy index innermost). Walked in its
