@@ -41,6 +41,8 @@ KNOBS = [
     ("card.memory.t_frontend", ["55ns", "60ns", "65ns", "70ns", "75ns"], "65ns", "^(?!(ratio_)?softmax_(baseline|stage))"),
     # Adopted at stop 40 over all counted rows (false / true).
     ("card.memory.channel_xor", ["false", "true"], "true", "."),
+    # Stop 59: how many cores one coalesced read serves (IBM's _COHORT_LIMIT is 8; 0: any number).
+    ("card.memory.coalesce_fanout", ["4", "8", "16", "0"], "8", "."),
     ("card.core.dma.issue_interval", ["4cycles", "8cycles", "12cycles", "16cycles", "20cycles", "24cycles"], "16cycles",
      # Chosen at stop 18 on the shuffle rows of section 3 and the one-core bmm cube; on those 18
      # rows alone the folds now pick 20-24 cycles (LOO 20.2 %, 16 cycles 17.6 %), which cost the
