@@ -497,6 +497,7 @@ bool Core::ring_step(uint32_t i, double at, RingProgress& p, double& next) {
   ext.src = id();
   ext.dst = op.dst;
   ext.acked = scattered;
+  ext.reduce = op.reduce_ring;
   const ScopedExtension attached(trans, ext);
   trans.set_command(tlm::TLM_WRITE_COMMAND);
   if (!scattered) {

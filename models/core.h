@@ -74,6 +74,8 @@ struct CoreOp {
   // Lone sticks (plan::Op::lone_sticks): the engine keeps dma.lone_outstanding requests in flight.
   bool lone_sticks = false;
   CoreId dst{0};
+  // Ring: partial sums over the reduce-sum ring (plan::Op::reduce_ring).
+  bool reduce_ring = false;
   // Pt: an (m x k) @ (k x n) product with elements of `bits` bits.
   uint64_t m = 0, k = 0, n = 0;
   int bits = 16;

@@ -117,6 +117,7 @@ std::vector<std::vector<CoreOp>> stage_programs(const plan::Stage& stage) {
           c.engine = Engine::Ring;
           c.dst = CoreId{op.dst_core()};
           c.bytes = op.bytes();
+          c.reduce_ring = op.reduce_ring();
           if (op.runs() > 1) c.run_bytes = (op.bytes() + op.runs() - 1) / op.runs();
           break;
         default:  // BARRIER, LAUNCH: a fixed cost on the SFP's timeline

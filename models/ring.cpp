@@ -9,6 +9,7 @@ Ring::Ring(const sc_core::sc_module_name& name, BuildContext& ctx)
       port("port"),
       m_transfers(stats().scalar("transfers", "transfers", "core-to-core transfers")),
       m_bytes(stats().scalar("bytes", "B", "bytes delivered")),
+      m_reduce_bytes(stats().scalar("reduce_bytes", "B", "partial-sum bytes delivered over the reduce-sum ring")),
       m_hop_bytes(stats().scalar("hop_bytes", "B", "bytes times hops: link occupancy")),
       m_wait_ps(stats().scalar("wait_ps", "ps", "time transfers waited for busy links")),
       m_combines(stats().scalar("combines", "combines", "partial-sum combines on the reduce ring")) {
@@ -23,6 +24,15 @@ Ring::Ring(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_combine_ps = p.get_time("combine_latency", "5ns",
                             {"cost of one cross-core partial-sum combine", Provenance::Measured, "torch-spyre cost model: <= ~5 ns"})
                      .to_ps(clock);
+  const double reduce_bw = p.get_bandwidth(
+      "reduce_bandwidth", "2.3GB/s",
+      {"bytes per second one link of the reduce-sum ring carries each way: the partial sums of a reduction split "
+       "over the cores (a matmul's K) travel it, not the data ring",
+       Provenance::Measured,
+       "fit: validation section 10's four 2048^3 K splits take 0.40-0.44 ns per byte of one core's partial sums "
+       "more than vspyre's data ring gave them (bench/validation/README.md, stop 60)"});
+  if (!(reduce_bw > 0)) params().refuse("reduce_bandwidth", "must be positive");
+  m_reduce_ps_per_byte = 1e12 / reduce_bw;
   m_segment = p.get_size("segment", "4KiB", {"granularity at which flows interleave on a link", Provenance::Estimate});
   if (m_width <= 0) params().refuse("width", "must be positive");
   if (m_segment == 0) params().refuse("segment", "must be positive");
@@ -39,6 +49,8 @@ void Ring::set_stations(uint32_t n) {
   m_stations = n;
   m_cw_free.assign(n, 0.0);
   m_ccw_free.assign(n, 0.0);
+  m_reduce_cw_free.assign(n, 0.0);
+  m_reduce_ccw_free.assign(n, 0.0);
 }
 
 int Ring::hops(CoreId src, CoreId dst, bool* clockwise) const {
@@ -50,16 +62,17 @@ int Ring::hops(CoreId src, CoreId dst, bool* clockwise) const {
   return use_cw ? cw : ccw;
 }
 
-double Ring::transfer(CoreId src, CoreId dst, uint64_t bytes, double t) {
+double Ring::transfer(CoreId src, CoreId dst, uint64_t bytes, double t, bool reduce) {
   if (idx(src) >= m_stations || idx(dst) >= m_stations)
     throw std::out_of_range("ring transfer between stations " + std::to_string(idx(src)) + " and " +
                             std::to_string(idx(dst)) + " on a ring of " + std::to_string(m_stations));
   ++m_transfers;
   m_bytes += static_cast<double>(bytes);
+  if (reduce) m_reduce_bytes += static_cast<double>(bytes);
   bool cw = true;
   const int h = hops(src, dst, &cw);
   if (h == 0) return t;
-  auto& links = cw ? m_cw_free : m_ccw_free;
+  auto& links = reduce ? (cw ? m_reduce_cw_free : m_reduce_ccw_free) : (cw ? m_cw_free : m_ccw_free);
   const int n = static_cast<int>(m_stations);
   double next = t + m_inject_ps;
   double arrive = next;
@@ -68,7 +81,7 @@ double Ring::transfer(CoreId src, CoreId dst, uint64_t bytes, double t) {
   const int station = static_cast<int>(idx(src));
   for (uint64_t done = 0; done < bytes; done += m_segment) {
     const double seg = static_cast<double>(std::min(m_segment, bytes - done));
-    const double dur = seg / m_width * m_cycle_ps;
+    const double dur = reduce ? seg * m_reduce_ps_per_byte : seg / m_width * m_cycle_ps;
     double head = next, first = next, last = next;
     for (int k = 0; k < h; ++k) {
       const int link = cw ? (station + k) % n : ((station - k - 1) % n + n) % n;
@@ -106,7 +119,7 @@ void Ring::b_transport(int, tlm::tlm_generic_payload& trans, sc_core::sc_time& d
     return;
   }
   const double now = (sc_core::sc_time_stamp() + delay).to_seconds() * 1e12;
-  double done = transfer(ext->src, ext->dst, trans.get_data_length(), now);
+  double done = transfer(ext->src, ext->dst, trans.get_data_length(), now, ext->reduce);
   if (ext->acked) done += hops(ext->src, ext->dst) * m_hop_ps;  // the acknowledgement's way back
   delay += sc_core::sc_time(done - now, sc_core::SC_PS);
   trans.set_response_status(tlm::TLM_OK_RESPONSE);

@@ -1,7 +1,8 @@
 // The bidirectional ring joining the cores: each direction is a chain of links, one per hop,
 // `width` bytes per ring cycle each. A transfer takes the shorter direction (clockwise on a tie),
 // flows cut-through over its hops, and shares each link with every other flow that uses it
-// (busy-until per link). The reduce-sum ring adds a fixed combine cost per partial-sum step.
+// (busy-until per link). Partial sums travel the reduce-sum ring instead: links of their own, at
+// `reduce_bandwidth` each; it also adds a fixed combine cost per all-reduce step (reduce()).
 #pragma once
 #include <vector>
 
@@ -21,11 +22,13 @@ class Ring : public Component {
   // Number of stations; the card sets it to its core count before simulation starts.
   void set_stations(uint32_t n);
   uint32_t stations() const { return m_stations; }
-  // When the last byte of `bytes` sent from src at t_ps arrives at dst. Advances link state.
-  double transfer(CoreId src, CoreId dst, uint64_t bytes, double t_ps);
+  // When the last byte of `bytes` sent from src at t_ps arrives at dst, over the data ring or
+  // (`reduce`) the reduce-sum ring. Advances that ring's link state.
+  double transfer(CoreId src, CoreId dst, uint64_t bytes, double t_ps, bool reduce = false);
   // A partial-sum combine over the reduce ring among `cores` participants.
   double reduce(uint32_t cores, uint64_t bytes, double t_ps);
   double link_bandwidth() const { return m_width / m_cycle_ps * 1e12; }
+  double reduce_link_bandwidth() const { return 1e12 / m_reduce_ps_per_byte; }
   int hops(CoreId src, CoreId dst, bool* clockwise = nullptr) const;
 
  private:
@@ -37,10 +40,13 @@ class Ring : public Component {
   double m_hop_ps;
   double m_inject_ps;  // per-transfer setup at the sending station
   double m_combine_ps;
+  double m_reduce_ps_per_byte;  // a reduce-sum ring link
   uint64_t m_segment;  // flows share a link at this granularity
   std::vector<double> m_cw_free, m_ccw_free;  // link i joins station i and i+1
+  std::vector<double> m_reduce_cw_free, m_reduce_ccw_free;  // the reduce-sum ring's
   Scalar& m_transfers;
   Scalar& m_bytes;
+  Scalar& m_reduce_bytes;
   Scalar& m_hop_bytes;
   Scalar& m_wait_ps;
   Scalar& m_combines;

@@ -54,6 +54,8 @@ struct TransferExt : tlm::tlm_extension<TransferExt> {
   // Ring: the transfer is done when the receiver's acknowledgement is back at the sender (a
   // descriptor-based copy retiring its slot), not when the last byte arrives.
   bool acked = false;
+  // Ring: partial sums, over the reduce-sum ring (its own links and bandwidth).
+  bool reduce = false;
   // Device memory, flow mode: the transaction is a whole DMA operation (a stream), not one request.
   // `stream_bytes` bytes move as runs of `run_bytes` (0: one contiguous run) every `stride` bytes;
   // the engine keeps `outstanding` requests of at most `request_bytes` in flight, issued no closer

@@ -43,6 +43,8 @@ KNOBS = [
     ("card.memory.channel_xor", ["false", "true"], "true", "."),
     # Stop 59: how many cores one coalesced read serves (IBM's _COHORT_LIMIT is 8; 0: any number).
     ("card.memory.coalesce_fanout", ["4", "8", "16", "0"], "8", "."),
+    # Stop 60: the reduce-sum ring's link bandwidth (192 GB/s: the data ring's, as before it).
+    ("card.ring.reduce_bandwidth", ["1.5GB/s", "2GB/s", "2.3GB/s", "2.6GB/s", "3GB/s", "192GB/s"], "2.3GB/s", "."),
     ("card.core.dma.issue_interval", ["4cycles", "8cycles", "12cycles", "16cycles", "20cycles", "24cycles"], "16cycles",
      # Chosen at stop 18 on the shuffle rows of section 3 and the one-core bmm cube; on those 18
      # rows alone the folds now pick 20-24 cycles (LOO 20.2 %, 16 cycles 17.6 %), which cost the

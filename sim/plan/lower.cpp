@@ -1386,7 +1386,8 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
 
   if (!cross_core) return;
   // Cross-core combine: cores sharing every non-reduced slice form a group; a binary tree over
-  // the ring, one stage per step; the group's first core stores the result.
+  // the reduce-sum ring (card.ring.reduce_bandwidth), one stage per step; the group's first core
+  // stores the result.
   std::map<std::vector<uint32_t>, std::vector<std::pair<std::vector<uint32_t>, uint32_t>>> groups;
   for (uint32_t core : s.core_ids) {
     std::vector<uint32_t> key, rank;
@@ -1446,6 +1447,7 @@ void Lowerer::sdsc(const Sdsc& s, const bundle::ResolvedExecution& r, uint64_t e
           Op* o = p->add_ops();
           o->set_kind(Op::RING_SEND);
           o->set_name("partial");
+          o->set_reduce_ring(true);
           o->set_dst_core(g[rnk - stride].second);
           o->set_bytes(partial_bytes[core]);
           if (combine >= 0) o->add_deps(static_cast<uint32_t>(combine));

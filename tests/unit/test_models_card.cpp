@@ -573,6 +573,24 @@ TEST_CASE("models: ring flows sharing a link contend, disjoint flows do not", "[
   CHECK(c == Approx(alone).epsilon(1e-9));
 }
 
+TEST_CASE("models: partial sums take the reduce-sum ring, its own links at reduce_bandwidth", "[models]") {
+  auto sim = make_card();
+  Ring& ring = sim->top_as<Card>().ring();
+  const double cycle = 1e12 / 1.5e9;
+  const uint64_t bytes = 1 << 20;
+  CHECK(ring.reduce_link_bandwidth() == Approx(2.3e9));
+  // A neighbour: setup, the bytes at 2.3 GB/s, one hop.
+  const double t0 = 1000;
+  const double r = ring.transfer(CoreId{0}, CoreId{1}, bytes, t0, true) - t0;
+  CHECK(r == Approx(20 * cycle + bytes / 2.3e9 * 1e12 + 2 * cycle).epsilon(1e-9));
+  // Its links are not the data ring's: a data transfer over the same link at the same time does
+  // not wait for it, and a second partial-sum transfer over it does.
+  const double d = ring.transfer(CoreId{0}, CoreId{1}, bytes, t0) - t0;
+  CHECK(d == Approx(20 * cycle + bytes / 128.0 * cycle + 2 * cycle).epsilon(1e-9));
+  const double r2 = ring.transfer(CoreId{0}, CoreId{1}, bytes, t0, true) - t0;
+  CHECK(r2 > 1.9 * r);
+}
+
 TEST_CASE("models: PCIe Gen5 x16 moves 1 GiB at the payload rate plus setup", "[models]") {
   auto sim = make_card();
   PcieLink& link = sim->top_as<Card>().host_link();
