@@ -42,6 +42,8 @@ Ring::Ring(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (tracing()) {
     m_track_cw = trace()->track("ring", "clockwise");
     m_track_ccw = trace()->track("ring", "counter-clockwise");
+    m_track_reduce_cw = trace()->track("ring", "reduce-sum clockwise");
+    m_track_reduce_ccw = trace()->track("ring", "reduce-sum counter-clockwise");
   }
 }
 
@@ -94,7 +96,9 @@ double Ring::transfer(CoreId src, CoreId dst, uint64_t bytes, double t, bool red
     }
     arrive = last + m_hop_ps + dur;
     next = first + dur;  // the next segment leaves the source when this one has
-    if (tracing()) trace()->complete(cw ? m_track_cw : m_track_ccw, "xfer", first, arrive - first);
+    if (tracing())
+      trace()->complete(reduce ? (cw ? m_track_reduce_cw : m_track_reduce_ccw) : (cw ? m_track_cw : m_track_ccw),
+                        reduce ? "partial" : "xfer", first, arrive - first);
   }
   m_hop_bytes += static_cast<double>(bytes) * h;
   return arrive;

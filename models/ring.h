@@ -50,7 +50,7 @@ class Ring : public Component {
   Scalar& m_hop_bytes;
   Scalar& m_wait_ps;
   Scalar& m_combines;
-  TraceWriter::TrackId m_track_cw = 0, m_track_ccw = 0;
+  TraceWriter::TrackId m_track_cw = 0, m_track_ccw = 0, m_track_reduce_cw = 0, m_track_reduce_ccw = 0;
 };
 
 }  // namespace vspyre
