@@ -37,6 +37,8 @@ Ring::Ring(const sc_core::sc_module_name& name, BuildContext& ctx)
   if (m_width <= 0) params().refuse("width", "must be positive");
   if (m_segment == 0) params().refuse("segment", "must be positive");
   stats().formula("link_GBps", [this] { return link_bandwidth() / 1e9; }, "GB/s", "bandwidth of one link, one direction");
+  stats().formula("reduce_link_GBps", [this] { return reduce_link_bandwidth() / 1e9; }, "GB/s",
+                  "bandwidth of one reduce-sum ring link, one direction");
   port.register_b_transport(this, &Ring::b_transport);
   expose_target("port", port);
   if (tracing()) {
