@@ -42,19 +42,19 @@ Ring::Ring(const sc_core::sc_module_name& name, BuildContext& ctx)
   port.register_b_transport(this, &Ring::b_transport);
   expose_target("port", port);
   if (tracing()) {
-    m_track_cw = trace()->track("ring", "clockwise");
-    m_track_ccw = trace()->track("ring", "counter-clockwise");
-    m_track_reduce_cw = trace()->track("ring", "reduce-sum clockwise");
-    m_track_reduce_ccw = trace()->track("ring", "reduce-sum counter-clockwise");
+    m_data.track_cw = trace()->track("ring", "clockwise");
+    m_data.track_ccw = trace()->track("ring", "counter-clockwise");
+    m_reduce.track_cw = trace()->track("ring", "reduce-sum clockwise");
+    m_reduce.track_ccw = trace()->track("ring", "reduce-sum counter-clockwise");
   }
 }
 
 void Ring::set_stations(uint32_t n) {
   m_stations = n;
-  m_cw_free.assign(n, 0.0);
-  m_ccw_free.assign(n, 0.0);
-  m_reduce_cw_free.assign(n, 0.0);
-  m_reduce_ccw_free.assign(n, 0.0);
+  for (Links* l : {&m_data, &m_reduce}) {
+    l->cw_free.assign(n, 0.0);
+    l->ccw_free.assign(n, 0.0);
+  }
 }
 
 int Ring::hops(CoreId src, CoreId dst, bool* clockwise) const {
@@ -76,7 +76,9 @@ double Ring::transfer(CoreId src, CoreId dst, uint64_t bytes, double t, bool red
   bool cw = true;
   const int h = hops(src, dst, &cw);
   if (h == 0) return t;
-  auto& links = reduce ? (cw ? m_reduce_cw_free : m_reduce_ccw_free) : (cw ? m_cw_free : m_ccw_free);
+  Links& ring = reduce ? m_reduce : m_data;
+  auto& links = cw ? ring.cw_free : ring.ccw_free;
+  const TraceWriter::TrackId track = cw ? ring.track_cw : ring.track_ccw;
   const int n = static_cast<int>(m_stations);
   double next = t + m_inject_ps;
   double arrive = next;
@@ -98,9 +100,7 @@ double Ring::transfer(CoreId src, CoreId dst, uint64_t bytes, double t, bool red
     }
     arrive = last + m_hop_ps + dur;
     next = first + dur;  // the next segment leaves the source when this one has
-    if (tracing())
-      trace()->complete(reduce ? (cw ? m_track_reduce_cw : m_track_reduce_ccw) : (cw ? m_track_cw : m_track_ccw),
-                        reduce ? "partial" : "xfer", first, arrive - first);
+    if (tracing()) trace()->complete(track, reduce ? "partial" : "xfer", first, arrive - first);
   }
   m_hop_bytes += static_cast<double>(bytes) * h;
   return arrive;

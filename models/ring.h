@@ -2,7 +2,7 @@
 // `width` bytes per ring cycle each. A transfer takes the shorter direction (clockwise on a tie),
 // flows cut-through over its hops, and shares each link with every other flow that uses it
 // (busy-until per link). Partial sums travel the reduce-sum ring instead: links of their own, at
-// `reduce_bandwidth` each; it also adds a fixed combine cost per all-reduce step (reduce()).
+// `reduce_bandwidth` each. reduce() estimates a whole all-reduce (no plan run calls it).
 #pragma once
 #include <vector>
 
@@ -42,15 +42,18 @@ class Ring : public Component {
   double m_combine_ps;
   double m_reduce_ps_per_byte;  // a reduce-sum ring link
   uint64_t m_segment;  // flows share a link at this granularity
-  std::vector<double> m_cw_free, m_ccw_free;  // link i joins station i and i+1
-  std::vector<double> m_reduce_cw_free, m_reduce_ccw_free;  // the reduce-sum ring's
+  // One ring's links (busy-until per link; link i joins station i and i+1) and trace tracks.
+  struct Links {
+    std::vector<double> cw_free, ccw_free;
+    TraceWriter::TrackId track_cw = 0, track_ccw = 0;
+  };
+  Links m_data, m_reduce;  // the data ring, the reduce-sum ring
   Scalar& m_transfers;
   Scalar& m_bytes;
   Scalar& m_reduce_bytes;
   Scalar& m_hop_bytes;
   Scalar& m_wait_ps;
   Scalar& m_combines;
-  TraceWriter::TrackId m_track_cw = 0, m_track_ccw = 0, m_track_reduce_cw = 0, m_track_reduce_ccw = 0;
 };
 
 }  // namespace vspyre

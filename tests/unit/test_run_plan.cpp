@@ -553,11 +553,7 @@ TEST_CASE("run: a K split's partial sums cross the reduce-sum ring at card.ring.
   // of its own (one card per process).
   const fs::path dir = k_sweep_captured / "mmwd_2048x2048x2048_m2n2k2_c8";
   RUN_REQUIRE_DIR(dir);
-  auto run = [&](const std::string& bw) {
-    const auto r = cli({"run", dir.string(), "--json", "--no-data", "-p", "card.ring.reduce_bandwidth=" + bw});
-    REQUIRE(r.code == 0);
-    return nlohmann::json::parse(r.out)["kernel_time_us"].get<double>();
-  };
+  auto run = [&](const std::string& bw) { return kernel_us(dir, {"card.ring.reduce_bandwidth=" + bw}); };
   const double slow = run("2.3GB/s"), half = run("4.6GB/s"), fast = run("192GB/s");
   const double send_us = 2.0 * 1024 * 1024 / 2.3e9 * 1e6;  // 912 us
   CHECK(slow - fast == Approx(send_us - send_us / 83.5).epsilon(0.02));
