@@ -12,7 +12,8 @@ Ring::Ring(const sc_core::sc_module_name& name, BuildContext& ctx)
       m_reduce_bytes(stats().scalar("reduce_bytes", "B", "partial-sum bytes delivered over the reduce-sum ring")),
       m_hop_bytes(stats().scalar("hop_bytes", "B", "bytes times hops: link occupancy")),
       m_wait_ps(stats().scalar("wait_ps", "ps", "time transfers waited for busy links")),
-      m_combines(stats().scalar("combines", "combines", "partial-sum combines on the reduce ring")) {
+      m_combines(stats().scalar("combines", "combines",
+                                "partial-sum transfers the reduce-sum ring delivered, each paying combine_latency")) {
   ParamReader& p = params();
   const double clock =
       p.get_frequency("clock", "1.5GHz", {"ring clock (the core clock)", Provenance::Derived, "hardware.md"}, "1MHz");
@@ -22,7 +23,9 @@ Ring::Ring(const sc_core::sc_module_name& name, BuildContext& ctx)
   m_hop_ps = p.get_time("hop_latency", "2cycles", {"latency of one hop", Provenance::Estimate}).to_ps(clock);
   m_inject_ps = p.get_time("inject_latency", "20cycles", {"per-transfer setup at the sender", Provenance::Estimate}).to_ps(clock);
   m_combine_ps = p.get_time("combine_latency", "5ns",
-                            {"cost of one cross-core partial-sum combine", Provenance::Measured, "torch-spyre cost model: <= ~5 ns"})
+                            {"cost of one cross-core partial-sum combine: added to each partial-sum transfer's arrival "
+                             "over the reduce-sum ring (the receiving core's SFP then adds the sums)",
+                             Provenance::Measured, "torch-spyre cost model: <= ~5 ns"})
                      .to_ps(clock);
   const double reduce_bw = p.get_bandwidth(
       "reduce_bandwidth", "2.3GB/s",
@@ -103,19 +106,11 @@ double Ring::transfer(CoreId src, CoreId dst, uint64_t bytes, double t, bool red
     if (tracing()) trace()->complete(track, reduce ? "partial" : "xfer", first, arrive - first);
   }
   m_hop_bytes += static_cast<double>(bytes) * h;
-  return arrive;
-}
-
-double Ring::reduce(uint32_t cores, uint64_t bytes, double t) {
-  if (cores <= 1) return t;
-  // A ring all-reduce of partial sums: each step moves a 1/cores share one hop and combines it.
-  double now = t;
-  const uint64_t share = std::max<uint64_t>(kStickBytes, bytes / cores);
-  for (uint32_t step = 0; step + 1 < cores; ++step) {
-    now += static_cast<double>(share) / m_width * m_cycle_ps + m_hop_ps + m_combine_ps;
+  if (reduce) {  // the receiving station takes the partial sums in
+    arrive += m_combine_ps;
     ++m_combines;
   }
-  return now;
+  return arrive;
 }
 
 void Ring::b_transport(int, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {

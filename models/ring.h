@@ -2,7 +2,7 @@
 // `width` bytes per ring cycle each. A transfer takes the shorter direction (clockwise on a tie),
 // flows cut-through over its hops, and shares each link with every other flow that uses it
 // (busy-until per link). Partial sums travel the reduce-sum ring instead: links of their own, at
-// `reduce_bandwidth` each. reduce() estimates a whole all-reduce (no plan run calls it).
+// `reduce_bandwidth` each, and the receiving station takes each in with `combine_latency`.
 #pragma once
 #include <vector>
 
@@ -23,10 +23,9 @@ class Ring : public Component {
   void set_stations(uint32_t n);
   uint32_t stations() const { return m_stations; }
   // When the last byte of `bytes` sent from src at t_ps arrives at dst, over the data ring or
-  // (`reduce`) the reduce-sum ring. Advances that ring's link state.
+  // (`reduce`) the reduce-sum ring, whose receiving station adds combine_latency (counted in
+  // the `combines` stat). Advances that ring's link state.
   double transfer(CoreId src, CoreId dst, uint64_t bytes, double t_ps, bool reduce = false);
-  // A partial-sum combine over the reduce ring among `cores` participants.
-  double reduce(uint32_t cores, uint64_t bytes, double t_ps);
   double link_bandwidth() const { return m_width / m_cycle_ps * 1e12; }
   double reduce_link_bandwidth() const { return 1e12 / m_reduce_ps_per_byte; }
   int hops(CoreId src, CoreId dst, bool* clockwise = nullptr) const;

@@ -579,16 +579,35 @@ TEST_CASE("models: partial sums take the reduce-sum ring, its own links at reduc
   const double cycle = 1e12 / 1.5e9;
   const uint64_t bytes = 1 << 20;
   CHECK(ring.reduce_link_bandwidth() == Approx(2.3e9));
-  // A neighbour: setup, the bytes at 2.3 GB/s, one hop.
+  // A neighbour: setup, the bytes at 2.3 GB/s, one hop, and the receiving station's combine.
   const double t0 = 1000;
   const double r = ring.transfer(CoreId{0}, CoreId{1}, bytes, t0, true) - t0;
-  CHECK(r == Approx(20 * cycle + bytes / 2.3e9 * 1e12 + 2 * cycle).epsilon(1e-9));
+  CHECK(r == Approx(20 * cycle + bytes / 2.3e9 * 1e12 + 2 * cycle + 5000).epsilon(1e-9));
   // Its links are not the data ring's: a data transfer over the same link at the same time does
   // not wait for it, and a second partial-sum transfer over it does.
   const double d = ring.transfer(CoreId{0}, CoreId{1}, bytes, t0) - t0;
   CHECK(d == Approx(20 * cycle + bytes / 128.0 * cycle + 2 * cycle).epsilon(1e-9));
   const double r2 = ring.transfer(CoreId{0}, CoreId{1}, bytes, t0, true) - t0;
   CHECK(r2 > 1.9 * r);
+}
+
+TEST_CASE("models: a partial-sum transfer pays card.ring.combine_latency once, counted in combines", "[models]") {
+  auto sim = make_card("configs/spyre.yaml", {"card.ring.combine_latency=50ns"});
+  Ring& ring = sim->top_as<Card>().ring();
+  const double cycle = 1e12 / 1.5e9;
+  const uint64_t bytes = 64 << 10;
+  // Three hops: the partial sums pay the combine once, at the receiver, on top of the links.
+  const double p = ring.transfer(CoreId{4}, CoreId{7}, bytes, 0, true);
+  const double segs = static_cast<double>(bytes / 4096);
+  CHECK(p == Approx(20 * cycle + 4096 / 2.3e9 * 1e12 * segs + 3 * 2 * cycle + 50000).epsilon(1e-9));
+  CHECK(ring.stats().get("combines") == 1);
+  CHECK(ring.stats().get("reduce_bytes") == Approx(bytes));
+  // Data transfers never pay it, nor count.
+  const double d = ring.transfer(CoreId{0}, CoreId{3}, bytes, 0);
+  CHECK(d == Approx(20 * cycle + bytes / 128.0 * cycle + 3 * 2 * cycle).epsilon(1e-9));
+  CHECK(ring.stats().get("combines") == 1);
+  ring.transfer(CoreId{8}, CoreId{9}, bytes, 0, true);
+  CHECK(ring.stats().get("combines") == 2);
 }
 
 TEST_CASE("models: PCIe Gen5 x16 moves 1 GiB at the payload rate plus setup", "[models]") {

@@ -562,6 +562,27 @@ TEST_CASE("run: a K split's partial sums cross the reduce-sum ring at card.ring.
   CHECK(slow == Approx(2069.1).epsilon(0.05));
 }
 
+TEST_CASE("run: each partial-sum send of a K split pays card.ring.combine_latency, counted in ring.combines", "[run]") {
+  // 2 x 2 x 2 on 8 cores: four K pairs, one send each, all at once: the combine latency adds to
+  // the kernel once, and stats.json counts four combines. Each run a process of its own.
+  const fs::path dir = k_sweep_captured / "mmwd_2048x2048x2048_m2n2k2_c8";
+  RUN_REQUIRE_DIR(dir);
+  auto run = [&](const std::string& latency, double* combines) {
+    TempDir out;
+    const auto r = cli({"run", dir.string(), "--no-data", "--json", "--no-trace", "--out", (out.dir / "o").string(), "-p",
+                        "card.ring.combine_latency=" + latency});
+    REQUIRE(r.code == 0);
+    const auto stats = nlohmann::json::parse(slurp(out.dir / "o" / "stats.json"));
+    *combines = stats["stats"]["card"]["ring"]["combines"].get<double>();
+    return nlohmann::json::parse(r.out)["kernel_time_us"].get<double>();
+  };
+  double c0 = 0, c1 = 0;
+  const double t0 = run("0ns", &c0), t1 = run("1us", &c1);
+  CHECK(c0 == 4);
+  CHECK(c1 == 4);
+  CHECK(t1 - t0 == Approx(1.0).epsilon(0.05));
+}
+
 TEST_CASE("run: card.plan.sfp_operand_order decides how a tensor laid out unlike the primary layout moves", "[run]") {
   // The real compiler's torch.cat([x, x], dim=0) of 2048x2048 on 32 cores: primary layout
   // [x, out, mb] (rows innermost), output [mb, out, x] (the copy index innermost). Walked in its
